@@ -1,0 +1,47 @@
+# The one entry point for developers and CI. `make test` is the test command
+# the README and .ci/run use.
+GO        ?= go
+BIN       := bin
+PKGS      := ./...
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: build test demo run bench bench-micro lint fuzz clean
+
+build:
+	$(GO) build -o $(BIN)/gateway ./cmd/gateway
+	$(GO) build -o $(BIN)/mockupstream ./cmd/mockupstream
+
+# vet, the race detector over every package, and the Postgres integration
+# tests (the test helper finds or starts a Postgres by itself).
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+# Two mock upstreams, a local Postgres under ./data (unless
+# GATEWAY_DATABASE_URL is set) and the gateway on :8080.
+demo: build
+	bash scripts/demo.sh
+
+# The gateway alone, with the routes file in GATEWAY_CONFIG (default
+# gateway.yaml) and a local Postgres unless GATEWAY_DATABASE_URL is set.
+run: build
+	bash scripts/run.sh
+
+bench: build
+	$(GO) run ./cmd/bench
+
+bench-micro:
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./internal/...
+
+lint:
+	gofmt -l . | (! grep .) || (echo "gofmt needed on the files above" && false)
+	$(GO) vet $(PKGS)
+	@command -v staticcheck >/dev/null || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	"$$($(GO) env GOPATH)/bin/staticcheck" $(PKGS)
+
+FUZZTIME ?= 2m
+fuzz:
+	bash scripts/fuzz.sh $(FUZZTIME)
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,61 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"strings"
+
+	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/candidates"
+)
+
+// ClientKeys authenticates client bearer tokens against the SHA-256 digests
+// of the routes file; the tokens themselves are never stored.
+type ClientKeys struct {
+	clients []clientKey
+}
+
+type clientKey struct {
+	name     string
+	digest   [sha256.Size]byte
+	priority admission.Priority
+}
+
+// NewClientKeys returns nil when no clients are configured (the API is open).
+func NewClientKeys(cfg []candidates.ClientConfig) *ClientKeys {
+	if len(cfg) == 0 {
+		return nil
+	}
+	ck := &ClientKeys{}
+	for _, c := range cfg {
+		var k clientKey
+		k.name = c.Name
+		raw, _ := hex.DecodeString(c.KeySHA256) // validated at load
+		copy(k.digest[:], raw)
+		k.priority, _ = admission.ParsePriority(c.Priority)
+		ck.clients = append(ck.clients, k)
+	}
+	return ck
+}
+
+// Authenticate returns the client owning the Authorization header's bearer
+// token. Every configured digest is compared in constant time, so the time
+// taken does not say which client came close.
+func (ck *ClientKeys) Authenticate(authorization string) (name string, ceiling admission.Priority, ok bool) {
+	token, found := strings.CutPrefix(authorization, "Bearer ")
+	if !found || token == "" {
+		return "", 0, false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	match := -1
+	for i := range ck.clients {
+		if subtle.ConstantTimeCompare(sum[:], ck.clients[i].digest[:]) == 1 {
+			match = i
+		}
+	}
+	if match < 0 {
+		return "", 0, false
+	}
+	return ck.clients[match].name, ck.clients[match].priority, true
+}

@@ -1,0 +1,207 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/secret"
+	"github.com/llmgw/gateway/internal/upstream"
+	"github.com/llmgw/gateway/internal/watchdog"
+)
+
+// AdmissionStats is the admission view served at /admin/admission.
+type AdmissionStats interface {
+	Stats() admission.Snapshot
+}
+
+// ReportStore is the record store as the API reads it; nil when records are off.
+type ReportStore interface {
+	State() string
+	Timeline(ctx context.Context, id uuid.UUID) (report.Timeline, error)
+}
+
+// Options wires a Server.
+type Options struct {
+	Planner            *candidates.Planner
+	Runner             *candidates.Runner
+	Upstreams          map[string]*upstream.Client // by provider name
+	Admission          AdmissionStats
+	Reports            ReportStore // nil: records off
+	Clients            *ClientKeys // nil: the API is open
+	HoldMode           watchdog.HoldMode
+	MaxRequestBytes    int64
+	StreamWriteTimeout time.Duration
+	AdminToken         secret.String
+	PProf              bool
+	Metrics            http.Handler // nil: no /metrics
+	Logger             *slog.Logger
+	OnPanic            func()                // counts panics; optional
+	OnPlan             func(d time.Duration) // observes planning time; optional
+}
+
+// Server is the HTTP handler of the gateway.
+type Server struct {
+	opts     Options
+	router   chi.Router
+	models   []byte          // pre-encoded /v1/models body
+	notReady atomic.Bool     // /readyz fails (shutdown began)
+	draining atomic.Bool     // new chat requests get 503
+	hardStop context.Context // cancelled with candidates.ErrShutdown when the grace ends
+	stopAll  context.CancelCauseFunc
+}
+
+// New builds the router.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{opts: opts}
+	s.hardStop, s.stopAll = context.WithCancelCause(context.Background())
+	s.models = encodeModels(opts.Planner.Models())
+
+	r := chi.NewRouter()
+	r.Use(withRequestID, recoverer(opts.Logger, opts.OnPanic))
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, http.StatusNotFound, typeInvalidRequest, codeNotFound, "", "no route for "+r.Method+" "+r.URL.Path)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, http.StatusMethodNotAllowed, typeInvalidRequest, codeMethodNotAllowed, "", "method "+r.Method+" not allowed on "+r.URL.Path)
+	})
+	r.Post("/v1/chat/completions", s.chatCompletions)
+	r.Get("/v1/models", s.listModels)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", s.readyz)
+	if opts.Metrics != nil {
+		r.Method(http.MethodGet, "/metrics", opts.Metrics)
+	}
+	if !opts.AdminToken.Empty() {
+		r.Group(func(r chi.Router) {
+			r.Use(s.requireAdmin)
+			r.Get("/admin/admission", s.adminAdmission)
+			r.Get("/admin/requests/{id}", s.adminRequest)
+			if opts.PProf {
+				r.HandleFunc("/debug/pprof/*", pprof.Index)
+				r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+				r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+				r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+				r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+			}
+		})
+	}
+	s.router = r
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// MarkNotReady makes /readyz fail so load balancers stop sending traffic;
+// requests are still served (GATEWAY_SHUTDOWN_DELAY).
+func (s *Server) MarkNotReady() { s.notReady.Store(true) }
+
+// StartDrain makes new chat requests get 503 shutting_down while requests in
+// flight continue.
+func (s *Server) StartDrain() {
+	s.notReady.Store(true)
+	s.draining.Store(true)
+}
+
+// HardStop cuts the requests still in flight: streams end with the error
+// event and are recorded with gateway_shutdown. Called when the grace ends.
+func (s *Server) HardStop() { s.stopAll(candidates.ErrShutdown) }
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	store := "disabled"
+	if s.opts.Reports != nil {
+		store = s.opts.Reports.State()
+	}
+	if s.notReady.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining", "report": store})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "report": store})
+}
+
+func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(s.models)
+}
+
+func encodeModels(names []string) []byte {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, n := range names {
+		list.Data = append(list.Data, model{ID: n, Object: "model", OwnedBy: "gateway"})
+	}
+	b, _ := json.Marshal(list)
+	return b
+}
+
+func (s *Server) requireAdmin(next http.Handler) http.Handler {
+	want := []byte("Bearer " + s.opts.AdminToken.Reveal())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			writeError(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "admin token required")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) adminAdmission(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.opts.Admission.Stats())
+}
+
+func (s *Server) adminRequest(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Reports == nil {
+		writeError(w, r, http.StatusNotFound, typeInvalidRequest, codeNotFound, "", "records are disabled (no GATEWAY_DATABASE_URL)")
+		return
+	}
+	id, err := uuid.Parse(chi.URLParam(r, "id"))
+	if err != nil {
+		writeError(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "id", "request id must be a UUID")
+		return
+	}
+	tl, err := s.opts.Reports.Timeline(r.Context(), id)
+	if errors.Is(err, report.ErrNotFound) {
+		writeError(w, r, http.StatusNotFound, typeInvalidRequest, codeNotFound, "id", "no such request")
+		return
+	}
+	if err != nil {
+		s.opts.Logger.Warn("admin request read failed", "err", err)
+		writeError(w, r, http.StatusServiceUnavailable, typeServer, codeInternal, "", "the record store is unavailable")
+		return
+	}
+	writeJSON(w, http.StatusOK, tl)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

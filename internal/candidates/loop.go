@@ -1,0 +1,447 @@
+package candidates
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/upstream"
+	"github.com/llmgw/gateway/internal/watchdog"
+)
+
+// Admitter grants the slots of one attempt (implemented by admission.Scheduler).
+type Admitter interface {
+	Acquire(ctx context.Context, req admission.Request) (*admission.Lease, error)
+}
+
+// Recorder persists request and candidate records without blocking
+// (implemented by report.Writer).
+type Recorder interface {
+	RecordRequest(report.Request)
+	RecordCandidate(report.Candidate)
+}
+
+// Executor performs one admitted attempt: it calls the provider and, once the
+// provider has really started, writes the response to the client. It must set
+// Attempt.Committed before the first byte goes to the client and never write
+// anything for an attempt that fails before that. It returns nil for a
+// relayed success and otherwise an error the Runner classifies.
+type Executor interface {
+	Execute(ctx context.Context, a *Attempt) error
+}
+
+// Attempt is one candidate's try, shared between the Runner and the Executor.
+type Attempt struct {
+	Candidate *Candidate
+	Lease     *admission.Lease
+	Stream    bool
+
+	// Set by the Executor.
+	Committed bool          // bytes (at least headers) reached the client
+	Status    int           // upstream status of a success
+	FirstByte time.Duration // admission to first forwarded event (stream) or response headers
+	Usage     upstream.Usage
+	HasUsage  bool
+
+	// OnStreaming is called by the Executor when the first event has been
+	// forwarded to a streaming client.
+	OnStreaming func()
+}
+
+// ClientWriteError is a failed write to the client: the client went away or
+// stopped reading. It is never the provider's fault.
+type ClientWriteError struct{ Err error }
+
+func (e *ClientWriteError) Error() string { return "write to client: " + e.Err.Error() }
+func (e *ClientWriteError) Unwrap() error { return e.Err }
+
+// ErrShutdown is the cancellation cause when the shutdown grace ended.
+var ErrShutdown = errors.New("gateway shutting down")
+
+// Request is one inbound request, planned.
+type Request struct {
+	ID              uuid.UUID
+	ClientRequestID string
+	Model           string
+	Stream          bool
+	Client          string
+	Priority        admission.Priority
+	Received        time.Time
+	Candidates      []Candidate
+}
+
+// Outcome is how a request ended. When Committed is false the caller writes
+// the response: Relay when set, else the error described here.
+type Outcome struct {
+	Status     string // report.Request* status
+	StatusCode int
+	ErrorType  string // the record's error_type
+	Code       string // the client-facing error code, when the caller writes an error
+	Message    string
+	Committed  bool
+	Relay      *upstream.StatusError
+	RetryAfter time.Duration
+
+	FirstByte time.Duration
+	Usage     upstream.Usage
+	HasUsage  bool
+}
+
+// Observer receives the loop's measurements (implemented by the metrics
+// package). Calls must not block.
+type Observer interface {
+	AdmissionWait(c *Candidate, waited time.Duration, err error)
+	CandidateDone(c *Candidate, status, errorType string, d time.Duration)
+	FirstByte(c *Candidate, d time.Duration)
+	GlobalHeld(d time.Duration)
+	WatchdogFired(c *Candidate, kind string) // first_byte, idle, total
+	RequestDone(route, status string, code int, d time.Duration)
+	Enqueued(d time.Duration) // time to hand the final request record to the recorder
+}
+
+// Runner is the attempt loop.
+type Runner struct {
+	Admit    Admitter
+	Record   Recorder
+	Observe  Observer // optional
+	HoldMode watchdog.HoldMode
+	Now      func() time.Time
+}
+
+// walk is the state of one Run.
+type walk struct {
+	r          *Runner
+	req        *Request
+	rows       []report.Candidate // current record of each candidate
+	retryable  bool               // every failure so far was admission or 429
+	timedOut   bool               // the last failure was a timeout (not admission)
+	failed     int
+	retryAfter time.Duration
+}
+
+// Run walks the candidates in order until one settles the request.
+func (r *Runner) Run(ctx context.Context, req *Request, exec Executor) Outcome {
+	w := &walk{r: r, req: req, rows: make([]report.Candidate, len(req.Candidates)), retryable: true}
+	r.Record.RecordRequest(report.Request{
+		ID: req.ID, ClientRequestID: req.ClientRequestID, CreatedAt: req.Received,
+		Model: req.Model, Stream: req.Stream, Client: req.Client, Priority: req.Priority.String(),
+		Status: report.RequestPending, CandidateCount: len(req.Candidates),
+	})
+	for i := range req.Candidates {
+		c := &req.Candidates[i]
+		w.rows[i] = report.Candidate{
+			RequestID: req.ID, Index: c.Index, Provider: c.Target.Provider.Name,
+			Endpoint: c.Target.Provider.Origin, KeyID: c.Target.KeyID, Model: c.Model,
+			Status: report.CandidateAvailable, CreatedAt: req.Received,
+		}
+		r.Record.RecordCandidate(w.rows[i])
+	}
+	out := w.run(ctx, exec)
+	w.finishRequest(out)
+	return out
+}
+
+func (w *walk) run(ctx context.Context, exec Executor) Outcome {
+	for i := range w.req.Candidates {
+		if w.rows[i].Status != report.CandidateAvailable {
+			continue // skipped by an earlier provider-scoped failure
+		}
+		if err := ctx.Err(); err != nil {
+			return w.stop(i, w.clientGone(ctx))
+		}
+		out, done := w.attempt(ctx, i, exec)
+		if done {
+			return out
+		}
+	}
+	return w.exhausted()
+}
+
+// attempt runs candidate i; done reports whether the request is settled.
+func (w *walk) attempt(ctx context.Context, i int, exec Executor) (Outcome, bool) {
+	c := &w.req.Candidates[i]
+	prov := c.Target.Provider
+	start := w.r.Now()
+	lease, err := w.r.Admit.Acquire(ctx, admission.Request{
+		Priority: w.req.Priority,
+		Budget:   prov.QueueBudget,
+		Dimensions: []admission.Dimension{{
+			Gate: admission.TargetGate, ID: c.Target.ID, Label: prov.Name, Limit: prov.MaxConcurrency,
+		}},
+	})
+	if w.r.Observe != nil {
+		w.r.Observe.AdmissionWait(c, w.r.Now().Sub(start), err)
+	}
+	if err != nil {
+		return w.admissionFailed(ctx, i, start, err)
+	}
+	defer func() {
+		lease.Release()
+		if w.r.Observe != nil {
+			w.r.Observe.GlobalHeld(lease.GlobalHeld())
+		}
+	}()
+	admitted := w.r.Now()
+	row := &w.rows[i]
+	row.Status, row.StartedAt = report.CandidatePending, admitted
+	w.r.Record.RecordCandidate(*row)
+
+	a := &Attempt{Candidate: c, Lease: lease, Stream: w.req.Stream}
+	a.OnStreaming = func() {
+		row.Status = report.CandidateStreaming
+		row.FirstByte = a.FirstByte
+		w.r.Record.RecordCandidate(*row)
+	}
+	err = exec.Execute(ctx, a)
+	end := w.r.Now()
+	row.FinishedAt, row.Latency, row.FirstByte = end, end.Sub(admitted), a.FirstByte
+	if a.FirstByte > 0 && w.r.Observe != nil {
+		w.r.Observe.FirstByte(c, a.FirstByte)
+	}
+	if err == nil {
+		w.settle(i, report.CandidateSuccess, a.Status, "", "")
+		return Outcome{Status: report.RequestSuccess, StatusCode: http.StatusOK, Committed: true,
+			FirstByte: a.FirstByte, Usage: a.Usage, HasUsage: a.HasUsage}, true
+	}
+	return w.classify(ctx, i, a, err)
+}
+
+func (w *walk) admissionFailed(ctx context.Context, i int, start time.Time, err error) (Outcome, bool) {
+	if ctx.Err() != nil {
+		return w.stop(i, w.clientGone(ctx)), true
+	}
+	var te *admission.TimeoutError
+	switch {
+	case errors.As(err, &te):
+		w.fail(i, http.StatusTooManyRequests, report.ErrorTypeAdmissionTimeout, err.Error(), start)
+		w.noteRetryAfter(te.Budget)
+		return Outcome{}, false
+	case errors.Is(err, admission.ErrQueueFull):
+		w.fail(i, http.StatusTooManyRequests, report.ErrorTypeQueueFull, err.Error(), start)
+		w.noteRetryAfter(time.Second)
+		return Outcome{}, false
+	case errors.Is(err, admission.ErrClosed):
+		w.fail(i, http.StatusServiceUnavailable, report.ErrorTypeShutdown, err.Error(), start)
+		return w.stop(i+1, Outcome{Status: report.RequestFailed, StatusCode: http.StatusServiceUnavailable,
+			ErrorType: report.ErrorTypeShutdown, Message: "the gateway is shutting down"}), true
+	default:
+		w.fail(i, http.StatusInternalServerError, report.ErrorTypeInternal, err.Error(), start)
+		w.retryable = false
+		return Outcome{}, false
+	}
+}
+
+// classify turns a failed attempt into a record and a decision.
+func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (Outcome, bool) {
+	if ctx.Err() != nil {
+		out := w.clientGone(ctx)
+		if out.ErrorType == report.ErrorTypeShutdown {
+			w.settle(i, report.CandidateFailed, http.StatusServiceUnavailable, out.ErrorType, "the gateway shut down before the response ended")
+		} else {
+			w.settle(i, report.CandidateCancelled, out.StatusCode, out.ErrorType, "client went away")
+		}
+		out.Committed = a.Committed
+		return w.stop(i+1, out), true
+	}
+	var cwe *ClientWriteError
+	if errors.As(err, &cwe) {
+		out := Outcome{Status: report.RequestCancelled, StatusCode: 499, ErrorType: report.ErrorTypeClientCancelled, Committed: true}
+		status := report.CandidateCancelled
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			out.ErrorType, out.Status = report.ErrorTypeClientWriteTimeout, report.RequestFailed
+			status = report.CandidateFailed
+		}
+		w.settle(i, status, 499, out.ErrorType, err.Error())
+		return w.stop(i+1, out), true
+	}
+	if a.Committed {
+		// Bytes reached the client: no failover is possible any more.
+		switch {
+		case errors.Is(err, watchdog.ErrIdleTimeout):
+			w.watchdogFired(i, "idle")
+		case errors.Is(err, upstream.ErrTotalTimeout):
+			w.watchdogFired(i, "total")
+		}
+		et := report.ErrorTypeStreamInterrupted
+		w.settle(i, report.CandidateFailed, http.StatusBadGateway, et, err.Error())
+		return w.stop(i+1, Outcome{Status: report.RequestFailed, StatusCode: http.StatusBadGateway, ErrorType: et, Committed: true}), true
+	}
+	var (
+		se *upstream.StatusError
+		ce *upstream.ConnectError
+		pe *upstream.ProtocolError
+	)
+	switch {
+	case errors.Is(err, watchdog.ErrFirstByteTimeout):
+		w.watchdogFired(i, "first_byte")
+		w.failAttempt(i, http.StatusGatewayTimeout, report.ErrorTypeFirstByteTimeout, err.Error())
+		w.timedOut, w.retryable = true, false
+		w.skipProvider(i)
+	case errors.Is(err, upstream.ErrTotalTimeout):
+		w.watchdogFired(i, "total")
+		w.failAttempt(i, http.StatusGatewayTimeout, report.ErrorTypeUpstreamTimeout, err.Error())
+		w.timedOut, w.retryable = true, false
+		w.skipProvider(i)
+	case errors.As(err, &se):
+		if se.ClientFault() {
+			w.settle(i, report.CandidateFailed, se.Code, report.ErrorTypeUpstreamHTTP, string(se.Body))
+			return w.stop(i+1, Outcome{Status: report.RequestFailed, StatusCode: se.Code,
+				ErrorType: report.ErrorTypeUpstreamHTTP, Relay: se}), true
+		}
+		w.failAttempt(i, se.Code, report.ErrorTypeUpstreamHTTP, string(se.Body))
+		w.timedOut = se.Code == http.StatusRequestTimeout || se.Code == http.StatusGatewayTimeout
+		if se.Code == http.StatusTooManyRequests {
+			w.noteRetryAfter(se.RetryAfter)
+		} else {
+			w.retryable = false
+		}
+		if !se.KeyScoped() {
+			w.skipProvider(i)
+		}
+	case errors.As(err, &ce):
+		w.failAttempt(i, http.StatusBadGateway, report.ErrorTypeUpstreamConnect, err.Error())
+		w.timedOut, w.retryable = false, false
+		w.skipProvider(i)
+	case errors.As(err, &pe):
+		w.failAttempt(i, http.StatusBadGateway, report.ErrorTypeUpstreamProtocol, err.Error())
+		w.timedOut, w.retryable = false, false
+		w.skipProvider(i)
+	default:
+		w.failAttempt(i, http.StatusBadGateway, report.ErrorTypeUpstreamProtocol, err.Error())
+		w.timedOut, w.retryable = false, false
+		w.skipProvider(i)
+	}
+	return Outcome{}, false
+}
+
+func (w *walk) watchdogFired(i int, kind string) {
+	if w.r.Observe != nil {
+		w.r.Observe.WatchdogFired(&w.req.Candidates[i], kind)
+	}
+}
+
+// clientGone describes a request whose context ended: the client left, or
+// the shutdown grace ran out.
+func (w *walk) clientGone(ctx context.Context) Outcome {
+	if errors.Is(context.Cause(ctx), ErrShutdown) {
+		return Outcome{Status: report.RequestFailed, StatusCode: http.StatusServiceUnavailable,
+			ErrorType: report.ErrorTypeShutdown, Message: "the gateway is shutting down"}
+	}
+	return Outcome{Status: report.RequestCancelled, StatusCode: 499, ErrorType: report.ErrorTypeClientCancelled,
+		Message: "client closed the request"}
+}
+
+// finishRequest writes the request's final record.
+func (w *walk) finishRequest(out Outcome) {
+	now := w.r.Now()
+	rec := report.Request{
+		ID: w.req.ID, ClientRequestID: w.req.ClientRequestID, CreatedAt: w.req.Received,
+		Model: w.req.Model, Stream: w.req.Stream, Client: w.req.Client, Priority: w.req.Priority.String(),
+		Status: out.Status, StatusCode: out.StatusCode, ErrorType: out.ErrorType,
+		Latency: now.Sub(w.req.Received), FirstByte: out.FirstByte, CandidateCount: len(w.req.Candidates),
+		FinishedAt: now,
+	}
+	if out.HasUsage {
+		rec.HasUsage = true
+		rec.PromptTokens, rec.CompletionTokens, rec.TotalTokens = out.Usage.PromptTokens, out.Usage.CompletionTokens, out.Usage.TotalTokens
+	}
+	w.r.Record.RecordRequest(rec)
+	if w.r.Observe != nil {
+		w.r.Observe.Enqueued(w.r.Now().Sub(now))
+		w.r.Observe.RequestDone(w.req.Model, out.Status, out.StatusCode, rec.Latency)
+	}
+}
+
+// fail records a failure of candidate i that happened before admission.
+func (w *walk) fail(i, code int, errorType, msg string, start time.Time) {
+	row := &w.rows[i]
+	now := w.r.Now()
+	row.StartedAt, row.FinishedAt, row.Latency = start, now, now.Sub(start)
+	w.settle(i, report.CandidateFailed, code, errorType, msg)
+	w.timedOut = false
+}
+
+// failAttempt records a failed admitted attempt (timing already set).
+func (w *walk) failAttempt(i, code int, errorType, msg string) {
+	w.settle(i, report.CandidateFailed, code, errorType, msg)
+}
+
+func (w *walk) settle(i int, status string, code int, errorType, msg string) {
+	row := &w.rows[i]
+	row.Status, row.StatusCode, row.ErrorType, row.ErrorMessage = status, code, errorType, msg
+	if row.FinishedAt.IsZero() && !row.StartedAt.IsZero() {
+		row.FinishedAt = w.r.Now()
+		row.Latency = row.FinishedAt.Sub(row.StartedAt)
+	}
+	if status == report.CandidateFailed {
+		w.failed++
+	}
+	w.r.Record.RecordCandidate(*row)
+	if w.r.Observe != nil {
+		w.r.Observe.CandidateDone(&w.req.Candidates[i], status, errorType, row.Latency)
+	}
+}
+
+// skipProvider marks the failed candidate's provider as in trouble for this
+// request: its other keys would meet the same outage.
+func (w *walk) skipProvider(i int) {
+	prov := w.req.Candidates[i].Target.Provider
+	for j := i + 1; j < len(w.req.Candidates); j++ {
+		if w.req.Candidates[j].Target.Provider == prov && w.rows[j].Status == report.CandidateAvailable {
+			w.rows[j].Status, w.rows[j].SkipReason = report.CandidateSkipped, "provider_failed"
+			w.r.Record.RecordCandidate(w.rows[j])
+		}
+	}
+}
+
+func (w *walk) noteRetryAfter(d time.Duration) {
+	if d > w.retryAfter {
+		w.retryAfter = d
+	}
+}
+
+// stop settles the request: candidates from index from on that were never
+// tried become unused.
+func (w *walk) stop(from int, out Outcome) Outcome {
+	for j := from; j < len(w.rows); j++ {
+		if w.rows[j].Status == report.CandidateAvailable {
+			w.rows[j].Status = report.CandidateUnused
+			w.r.Record.RecordCandidate(w.rows[j])
+		}
+	}
+	return out
+}
+
+// exhausted builds the error for a request whose every candidate failed
+// (DESIGN section 4): 429 when each failed by admission or an upstream 429,
+// 504 when the last failure was a timeout, else 502.
+func (w *walk) exhausted() Outcome {
+	out := Outcome{Status: report.RequestFailed, Code: "candidates_exhausted"}
+	switch {
+	case w.failed > 0 && w.retryable:
+		out.StatusCode = http.StatusTooManyRequests
+		out.RetryAfter = w.retryAfter
+		out.Message = "every candidate is at capacity or rate limited; retry later"
+	case w.timedOut:
+		out.StatusCode = http.StatusGatewayTimeout
+		out.Message = "every candidate failed; the last one timed out"
+	default:
+		out.StatusCode = http.StatusBadGateway
+		out.Message = "every candidate failed"
+	}
+	// The request row names the last candidate's error type: it says why the
+	// request ended; candidates_exhausted is the client-facing code.
+	for j := len(w.rows) - 1; j >= 0; j-- {
+		if w.rows[j].Status == report.CandidateFailed {
+			out.ErrorType = w.rows[j].ErrorType
+			break
+		}
+	}
+	return out
+}

@@ -1,0 +1,264 @@
+package candidates
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmgw/gateway/internal/secret"
+)
+
+// ErrModelNotFound is returned by Plan for a model no route names.
+var ErrModelNotFound = errors.New("model not found")
+
+// Provider is a provider of the routes file with its settings resolved.
+type Provider struct {
+	Name           string
+	Format         string
+	Origin         string // scheme://host[:port], never a path or credential
+	ChatURL        string // base_url + /chat/completions + configured query
+	Headers        http.Header
+	MaxConcurrency int
+	QueueBudget    time.Duration
+	ConnectTimeout time.Duration
+	FirstByte      time.Duration
+	Idle           time.Duration
+	Total          time.Duration
+	Targets        []*Target
+}
+
+// Target is one (provider, origin, key) tuple; it owns one target gate.
+type Target struct {
+	ID       string // digest of the tuple; safe to show
+	Provider *Provider
+	KeyID    string // non-secret label: key index and short fingerprint
+	Key      secret.String
+}
+
+// Candidate is one planned attempt: a target and the upstream model.
+type Candidate struct {
+	Index  int
+	ID     string // provider/key_id/model, stable across requests
+	Route  string // the model name the client asked for
+	Target *Target
+	Model  string
+}
+
+// Provider returns the candidate's provider.
+func (c *Candidate) Provider() *Provider { return c.Target.Provider }
+
+// entry is a route entry with its provider resolved.
+type entry struct {
+	provider *Provider
+	model    string
+	weight   int
+	ids      []string      // candidate ID per key index
+	rotation atomic.Uint64 // which key goes first; advances per request
+}
+
+type route struct {
+	name  string
+	tiers [][]*entry // ascending priority
+	size  int        // candidates per plan
+}
+
+// Planner turns a model name into ordered candidates. It is safe for
+// concurrent use.
+type Planner struct {
+	providers []*Provider
+	byName    map[string]*Provider
+	routes    map[string]*route
+	models    []string
+
+	mu  sync.Mutex // guards rnd when seeded
+	rnd *rand.Rand // nil: the lock-free global source
+}
+
+// PlannerOptions tune a Planner.
+type PlannerOptions struct {
+	// DefaultFirstByte applies to providers without timeouts.first_byte.
+	DefaultFirstByte time.Duration
+	// DefaultQueueBudget applies to providers without queue_budget.
+	DefaultQueueBudget time.Duration
+	// Seed makes the weighted draw deterministic (tests).
+	Seed *uint64
+}
+
+// NewPlanner resolves validated routes into a Planner.
+func NewPlanner(r *Routes, opts PlannerOptions) (*Planner, error) {
+	p := &Planner{byName: map[string]*Provider{}, routes: map[string]*route{}}
+	if opts.Seed != nil {
+		p.rnd = rand.New(rand.NewPCG(*opts.Seed, *opts.Seed^0x9e3779b97f4a7c15))
+	}
+	for i := range r.Providers {
+		pc := &r.Providers[i]
+		prov, err := resolveProvider(pc, opts)
+		if err != nil {
+			return nil, err
+		}
+		p.providers = append(p.providers, prov)
+		p.byName[prov.Name] = prov
+	}
+	for i := range r.Models {
+		mc := &r.Models[i]
+		rt := &route{name: mc.Name}
+		byPrio := map[int][]*entry{}
+		var prios []int
+		for _, ec := range mc.Candidates {
+			prov := p.byName[ec.Provider]
+			e := &entry{provider: prov, model: ec.Model, weight: ec.Weight}
+			for _, t := range prov.Targets {
+				e.ids = append(e.ids, prov.Name+"/"+t.KeyID+"/"+ec.Model)
+			}
+			if _, ok := byPrio[ec.Priority]; !ok {
+				prios = append(prios, ec.Priority)
+			}
+			byPrio[ec.Priority] = append(byPrio[ec.Priority], e)
+			rt.size += len(prov.Targets)
+		}
+		sort.Ints(prios)
+		for _, pr := range prios {
+			rt.tiers = append(rt.tiers, byPrio[pr])
+		}
+		p.routes[mc.Name] = rt
+		p.models = append(p.models, mc.Name)
+	}
+	return p, nil
+}
+
+func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error) {
+	u, err := url.Parse(pc.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("provider %q: base_url: %w", pc.Name, err)
+	}
+	origin := u.Scheme + "://" + u.Host
+	chat := *u
+	chat.Path = trimSlash(u.Path) + "/chat/completions"
+	q := chat.Query()
+	for k, v := range pc.Query {
+		q.Set(k, v)
+	}
+	chat.RawQuery = q.Encode()
+	h := http.Header{}
+	for k, v := range pc.Headers {
+		if v != "" { // an unset ${VAR} leaves the header out rather than empty
+			h.Set(k, v)
+		}
+	}
+	prov := &Provider{
+		Name:           pc.Name,
+		Format:         pc.Format,
+		Origin:         origin,
+		ChatURL:        chat.String(),
+		Headers:        h,
+		MaxConcurrency: pc.MaxConcurrency,
+		QueueBudget:    orDefault(time.Duration(pc.QueueBudget), opts.DefaultQueueBudget),
+		ConnectTimeout: orDefault(time.Duration(pc.Timeouts.Connect), DefaultConnectTimeout),
+		FirstByte:      orDefault(time.Duration(pc.Timeouts.FirstByte), opts.DefaultFirstByte),
+		Idle:           time.Duration(pc.Timeouts.Idle),
+		Total:          orDefault(time.Duration(pc.Timeouts.Total), DefaultTotalTimeout),
+	}
+	for i, k := range pc.APIKeys {
+		fp := sha256.Sum256([]byte(k.Reveal()))
+		keyID := fmt.Sprintf("key%d-%s", i, hex.EncodeToString(fp[:4]))
+		id := sha256.Sum256([]byte(prov.Name + "\x00" + origin + "\x00" + hex.EncodeToString(fp[:])))
+		prov.Targets = append(prov.Targets, &Target{
+			ID:       hex.EncodeToString(id[:8]),
+			Provider: prov,
+			KeyID:    keyID,
+			Key:      k,
+		})
+	}
+	return prov, nil
+}
+
+func trimSlash(s string) string {
+	for len(s) > 0 && s[len(s)-1] == '/' {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func orDefault(v, def time.Duration) time.Duration {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Models lists the configured model names in file order.
+func (p *Planner) Models() []string { return p.models }
+
+// Providers lists the resolved providers in file order.
+func (p *Planner) Providers() []*Provider { return p.providers }
+
+// Plan orders the candidates for one request of model.
+func (p *Planner) Plan(model string) ([]Candidate, error) {
+	rt := p.routes[model]
+	if rt == nil {
+		return nil, ErrModelNotFound
+	}
+	out := make([]Candidate, 0, rt.size)
+	var order [8]*entry // most tiers are small; avoids an allocation
+	for _, tier := range rt.tiers {
+		drawn := append(order[:0], tier...)
+		p.shuffleWeighted(drawn)
+		for _, e := range drawn {
+			n := len(e.provider.Targets)
+			start := int((e.rotation.Add(1) - 1) % uint64(n))
+			for k := 0; k < n; k++ {
+				ki := (start + k) % n
+				out = append(out, Candidate{
+					Index:  len(out),
+					ID:     e.ids[ki],
+					Route:  rt.name,
+					Target: e.provider.Targets[ki],
+					Model:  e.model,
+				})
+			}
+		}
+	}
+	return out, nil
+}
+
+// shuffleWeighted orders es by a weighted random draw without replacement:
+// each position is drawn among the remaining entries with probability
+// proportional to weight.
+func (p *Planner) shuffleWeighted(es []*entry) {
+	if len(es) < 2 {
+		return
+	}
+	total := 0
+	for _, e := range es {
+		total += e.weight
+	}
+	for i := 0; i < len(es)-1; i++ {
+		r := p.intN(total)
+		j := i
+		for ; j < len(es)-1; j++ {
+			r -= es[j].weight
+			if r < 0 {
+				break
+			}
+		}
+		es[i], es[j] = es[j], es[i]
+		total -= es[i].weight
+	}
+}
+
+func (p *Planner) intN(n int) int {
+	if p.rnd == nil {
+		return rand.IntN(n)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rnd.IntN(n)
+}

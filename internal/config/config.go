@@ -1,0 +1,265 @@
+// Package config reads the process settings from environment variables into
+// one struct (DESIGN section 3). It owns parsing, defaults and the fail-fast
+// errors that name the offending variable; it does not read the routes file
+// (internal/candidates owns that) and holds no runtime state.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/llmgw/gateway/internal/secret"
+	"github.com/llmgw/gateway/internal/watchdog"
+)
+
+// Config is every process setting. Each field carries its variable, its
+// default and its meaning in one place.
+type Config struct {
+	// ListenAddr serves the client API, /metrics, /healthz and /readyz.
+	ListenAddr string `env:"GATEWAY_LISTEN_ADDR" envDefault:":8080"`
+	// RoutesFile is the YAML file with providers, models and client keys.
+	RoutesFile string `env:"GATEWAY_CONFIG" envDefault:"gateway.yaml"`
+	// DatabaseURL is the report store DSN; empty turns records off.
+	// DATABASE_URL is read when GATEWAY_DATABASE_URL is unset.
+	DatabaseURL secret.String `env:"GATEWAY_DATABASE_URL"`
+	// AutoMigrate applies migrations at start (and when Postgres comes back).
+	AutoMigrate Bool `env:"GATEWAY_AUTO_MIGRATE" envDefault:"true"`
+	// SpoolDir holds records while Postgres is unreachable.
+	SpoolDir string `env:"GATEWAY_SPOOL_DIR" envDefault:"./data/spool"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `env:"GATEWAY_LOG_LEVEL" envDefault:"info"`
+	// LogFormat is text (colored, for people) or json (for machines).
+	LogFormat string `env:"GATEWAY_LOG_FORMAT" envDefault:"text"`
+	// ExecutionGateLimit is the number of concurrent upstream attempts.
+	ExecutionGateLimit int `env:"GATEWAY_UPSTREAM_EXECUTION_GATE_LIMIT" envDefault:"256"`
+	// QueueBudget is the longest wait for admission when the provider sets none.
+	QueueBudget time.Duration `env:"GATEWAY_UPSTREAM_EXECUTION_GATE_QUEUE_BUDGET" envDefault:"250ms"`
+	// FirstByteTimeout is the default first-byte watchdog for streams.
+	FirstByteTimeout time.Duration `env:"GATEWAY_STREAM_FIRST_BYTE_TIMEOUT" envDefault:"30s"`
+	// AgingInterval promotes queued work one priority class per interval.
+	AgingInterval time.Duration `env:"GATEWAY_ADMISSION_AGING_INTERVAL" envDefault:"30s"`
+	// MaxPending bounds the admission queue; beyond it admission fails at once.
+	MaxPending int `env:"GATEWAY_ADMISSION_MAX_PENDING" envDefault:"4096"`
+	// MaxRequestBytes caps request bodies; larger ones get 413.
+	MaxRequestBytes ByteSize `env:"GATEWAY_MAX_REQUEST_BYTES" envDefault:"8388608"`
+	// ShutdownGrace is how long in-flight requests may run after SIGTERM.
+	ShutdownGrace time.Duration `env:"GATEWAY_SHUTDOWN_GRACE" envDefault:"30s"`
+	// ShutdownDelay keeps serving with /readyz failing, for load balancers.
+	ShutdownDelay time.Duration `env:"GATEWAY_SHUTDOWN_DELAY" envDefault:"0s"`
+	// AdminToken guards /admin/* and /debug/pprof/*; empty turns them off.
+	AdminToken secret.String `env:"GATEWAY_ADMIN_TOKEN"`
+	// MetricsAddr is an optional second listener for /metrics only.
+	MetricsAddr string `env:"GATEWAY_METRICS_ADDR"`
+	// PProf exposes /debug/pprof/ behind the admin token.
+	PProf Bool `env:"GATEWAY_PPROF" envDefault:"false"`
+	// ReadHeaderTimeout cuts clients that send headers too slowly.
+	ReadHeaderTimeout time.Duration `env:"GATEWAY_READ_HEADER_TIMEOUT" envDefault:"10s"`
+	// IdleTimeout closes idle keep-alive client connections.
+	IdleTimeout time.Duration `env:"GATEWAY_IDLE_TIMEOUT" envDefault:"120s"`
+	// StreamWriteTimeout bounds one write to a streaming client.
+	StreamWriteTimeout time.Duration `env:"GATEWAY_STREAM_WRITE_TIMEOUT" envDefault:"60s"`
+	// ReportRetention deletes ledger rows older than this; 0 keeps everything.
+	ReportRetention time.Duration `env:"GATEWAY_REPORT_RETENTION" envDefault:"720h"`
+
+	// HoldMode is resolved from the hold-mode variables by resolveHoldMode,
+	// because it has two prefixes and a forcing boolean.
+	HoldMode watchdog.HoldMode `env:"-"`
+}
+
+// Warning is a setting that was accepted with a fallback; main logs it.
+type Warning struct {
+	Variable string
+	Message  string
+}
+
+// Load reads the settings from environ (os.Environ() in main, a map in tests).
+// It fails on the first malformed variable, naming it.
+func Load(environ map[string]string) (Config, []Warning, error) {
+	if environ == nil {
+		environ = env.ToMap(os.Environ())
+	}
+	if _, ok := environ["GATEWAY_DATABASE_URL"]; !ok {
+		if v, ok := environ["DATABASE_URL"]; ok {
+			environ["GATEWAY_DATABASE_URL"] = v
+		}
+	}
+	var cfg Config
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: environ}); err != nil {
+		return Config{}, nil, namedError(err)
+	}
+	var warns []Warning
+	mode, warns, err := resolveHoldMode(environ)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	cfg.HoldMode = mode
+	if err := cfg.validate(); err != nil {
+		return Config{}, nil, err
+	}
+	return cfg, warns, nil
+}
+
+// namedError rewrites env's parse errors, which name the Go field, to name
+// the environment variable the operator actually wrote.
+func namedError(err error) error {
+	var agg env.AggregateError
+	if !errors.As(err, &agg) || len(agg.Errors) == 0 {
+		return fmt.Errorf("config: %w", err)
+	}
+	var pe env.ParseError
+	if !errors.As(agg.Errors[0], &pe) {
+		return fmt.Errorf("config: %w", agg.Errors[0])
+	}
+	name := pe.Name
+	if f, ok := reflect.TypeOf(Config{}).FieldByName(pe.Name); ok {
+		name = f.Tag.Get("env")
+	}
+	return fmt.Errorf("config: %s: %w", name, pe.Err)
+}
+
+func (c *Config) validate() error {
+	positive := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"GATEWAY_UPSTREAM_EXECUTION_GATE_QUEUE_BUDGET", c.QueueBudget},
+		{"GATEWAY_ADMISSION_AGING_INTERVAL", c.AgingInterval},
+		{"GATEWAY_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout},
+		{"GATEWAY_STREAM_WRITE_TIMEOUT", c.StreamWriteTimeout},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			return fmt.Errorf("config: %s must be a positive duration, got %s", p.name, p.v)
+		}
+	}
+	if c.FirstByteTimeout < time.Millisecond {
+		return fmt.Errorf("config: GATEWAY_STREAM_FIRST_BYTE_TIMEOUT must be at least 1ms, got %s", c.FirstByteTimeout)
+	}
+	nonNegative := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"GATEWAY_SHUTDOWN_GRACE", c.ShutdownGrace},
+		{"GATEWAY_SHUTDOWN_DELAY", c.ShutdownDelay},
+		{"GATEWAY_IDLE_TIMEOUT", c.IdleTimeout},
+		{"GATEWAY_REPORT_RETENTION", c.ReportRetention},
+	}
+	for _, p := range nonNegative {
+		if p.v < 0 {
+			return fmt.Errorf("config: %s must not be negative, got %s", p.name, p.v)
+		}
+	}
+	if c.ExecutionGateLimit <= 0 {
+		return fmt.Errorf("config: GATEWAY_UPSTREAM_EXECUTION_GATE_LIMIT must be positive, got %d", c.ExecutionGateLimit)
+	}
+	if c.MaxPending <= 0 {
+		return fmt.Errorf("config: GATEWAY_ADMISSION_MAX_PENDING must be positive, got %d", c.MaxPending)
+	}
+	if c.MaxRequestBytes <= 0 {
+		return fmt.Errorf("config: GATEWAY_MAX_REQUEST_BYTES must be positive, got %d", c.MaxRequestBytes)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("config: GATEWAY_LOG_FORMAT must be text or json, got %q", c.LogFormat)
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("config: GATEWAY_LOG_LEVEL must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	return nil
+}
+
+// The hold-mode variables, read under both prefixes.
+const (
+	holdModeSuffix     = "UPSTREAM_EXECUTION_GATE_STREAM_HOLD_MODE"
+	holdResponseSuffix = "UPSTREAM_EXECUTION_GATE_HOLD_STREAM_RESPONSE"
+)
+
+var holdPrefixes = []string{"GATEWAY_", "AETHER_GATEWAY_"}
+
+// lookupFirst returns the first prefix's spelling that is set: GATEWAY_ wins
+// over AETHER_GATEWAY_, per variable.
+func lookupFirst(environ map[string]string, suffix string) (name, value string, ok bool) {
+	for _, p := range holdPrefixes {
+		if v, ok := environ[p+suffix]; ok {
+			return p + suffix, v, true
+		}
+	}
+	return "", "", false
+}
+
+// resolveHoldMode applies DESIGN section 3: a true HOLD_STREAM_RESPONSE forces
+// response; else the mode variable applies; an unknown mode falls back to
+// first_body with a warning naming the variable and the value.
+func resolveHoldMode(environ map[string]string) (watchdog.HoldMode, []Warning, error) {
+	if name, v, ok := lookupFirst(environ, holdResponseSuffix); ok {
+		var b Bool
+		if err := b.UnmarshalText([]byte(v)); err != nil {
+			return 0, nil, fmt.Errorf("config: %s: %w", name, err)
+		}
+		if b {
+			return watchdog.HoldResponse, nil, nil
+		}
+	}
+	name, v, ok := lookupFirst(environ, holdModeSuffix)
+	if !ok {
+		return watchdog.HoldFirstBody, nil, nil
+	}
+	mode, known := watchdog.ParseHoldMode(v)
+	if !known {
+		return mode, []Warning{{Variable: name, Message: fmt.Sprintf("unknown hold mode %q, using first_body", v)}}, nil
+	}
+	return mode, nil, nil
+}
+
+// Bool accepts 1/true/yes/on and 0/false/no/off (any case); strconv.ParseBool
+// alone rejects yes and on, which operators write.
+type Bool bool
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (b *Bool) UnmarshalText(text []byte) error {
+	switch strings.ToLower(strings.TrimSpace(string(text))) {
+	case "1", "true", "yes", "on":
+		*b = true
+	case "0", "false", "no", "off":
+		*b = false
+	default:
+		return fmt.Errorf("invalid boolean %q (want one of 1, true, yes, on, 0, false, no, off)", string(text))
+	}
+	return nil
+}
+
+// ByteSize is a byte count, written plain or with a KiB/MiB/GiB suffix.
+type ByteSize int64
+
+var errByteSize = errors.New("want a byte count such as 8388608, 512KiB or 8MiB")
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *ByteSize) UnmarshalText(text []byte) error {
+	t := strings.TrimSpace(string(text))
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return fmt.Errorf("invalid size %q: %w", string(text), errByteSize)
+	}
+	*s = ByteSize(n * mult)
+	return nil
+}

@@ -1,0 +1,173 @@
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/report"
+)
+
+// Stages observed in gateway_stage_duration_seconds.
+const (
+	StagePlan              = "plan"
+	StageExecutionGateWait = "upstream_execution_gate_wait"
+	StageExecutionGateHeld = "upstream_execution_gate_held"
+	StageTargetGateWait    = "upstream_target_gate_wait"
+	StageCandidateExecute  = "candidate_execute"
+	StageFirstByte         = "first_byte"
+	StageReportEnqueue     = "report_enqueue"
+)
+
+// durationBuckets span 1 ms to 10 minutes: LLM calls range from cached
+// answers to long generations.
+var durationBuckets = []float64{
+	.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
+}
+
+func histogram(name, help string, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: name, Help: help, Buckets: durationBuckets,
+		// Native histograms for Prometheus 2.40+; classic buckets stay for
+		// servers that do not negotiate them.
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
+	}, labels)
+}
+
+// Metrics holds every collector of one gateway.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	requests        *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	attempts        *prometheus.CounterVec
+	firstByte       *prometheus.HistogramVec
+	stages          *prometheus.HistogramVec
+	admissionWait   *prometheus.HistogramVec
+	admTimeouts     *prometheus.CounterVec
+	watchdog        *prometheus.CounterVec
+	panics          prometheus.Counter
+
+	stage [7]prometheus.Observer // cached per stage, in the order of stageNames
+	// per provider index (planner order): cached children
+	prov map[*candidates.Provider]*providerObs
+}
+
+type providerObs struct {
+	firstByte     prometheus.Observer
+	admissionWait prometheus.Observer
+}
+
+var stageNames = [...]string{StagePlan, StageExecutionGateWait, StageExecutionGateHeld, StageTargetGateWait,
+	StageCandidateExecute, StageFirstByte, StageReportEnqueue}
+
+// Sources are the components read at scrape time; Reports may be nil.
+type Sources struct {
+	Planner   *candidates.Planner
+	Admission *admission.Scheduler
+	Reports   ReportStats
+	HoldMode  string
+}
+
+// ReportStats is the report writer as metrics read it.
+type ReportStats interface{ Stats() report.Stats }
+
+// New registers every family. Families operators alert on at zero are
+// initialised for every label value the configuration allows.
+func New(src Sources) *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_requests_total",
+			Help: "Chat requests finished, by model route, final status (success, failed, cancelled) and HTTP status code.",
+		}, []string{"model", "status", "code"}),
+		requestDuration: histogram("gateway_request_duration_seconds",
+			"Time from receiving a chat request to its end, by model route and final status.", "model", "status"),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_candidate_attempts_total",
+			Help: "Candidates settled, by provider, model route, candidate status and error type (empty on success).",
+		}, []string{"provider", "model", "status", "error_type"}),
+		firstByte: histogram("gateway_upstream_first_byte_seconds",
+			"Time from admission to the first forwarded event (streams) or to response headers (non-streaming), by provider.", "provider"),
+		stages: histogram("gateway_stage_duration_seconds",
+			"Time spent in each stage of the request path.", "stage"),
+		admissionWait: histogram("gateway_admission_wait_seconds",
+			"Time an attempt waited for its admission slots (granted or not), by provider.", "provider"),
+		admTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_admission_timeouts_total",
+			Help: "Attempts that failed admission, by the gate that had no room and reason (timeout, queue_full).",
+		}, []string{"gate", "reason"}),
+		watchdog: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_watchdog_timeouts_total",
+			Help: "Watchdog firings, by provider and kind (first_byte, idle, total).",
+		}, []string{"provider", "kind"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gateway_panics_total", Help: "Panics recovered while serving requests.",
+		}),
+		prov: map[*candidates.Provider]*providerObs{},
+	}
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.requestDuration, m.attempts, m.firstByte, m.stages, m.admissionWait,
+		m.admTimeouts, m.watchdog, m.panics,
+	)
+	for i, s := range stageNames {
+		m.stage[i] = m.stages.WithLabelValues(s)
+	}
+	for _, gate := range []string{admission.GlobalGate, admission.TargetGate} {
+		for _, reason := range []string{"timeout", "queue_full"} {
+			m.admTimeouts.WithLabelValues(gate, reason)
+		}
+	}
+	if src.Planner != nil {
+		for _, p := range src.Planner.Providers() {
+			m.prov[p] = &providerObs{
+				firstByte:     m.firstByte.WithLabelValues(p.Name),
+				admissionWait: m.admissionWait.WithLabelValues(p.Name),
+			}
+			for _, kind := range []string{"first_byte", "idle", "total"} {
+				m.watchdog.WithLabelValues(p.Name, kind)
+			}
+		}
+	}
+	if src.Admission != nil {
+		m.Registry.MustRegister(&admissionCollector{s: src.Admission})
+	}
+	if src.Reports != nil {
+		m.Registry.MustRegister(&reportCollector{r: src.Reports})
+	} else {
+		m.Registry.MustRegister(&reportCollector{})
+	}
+	hold := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gateway_hold_mode_info", Help: "The configured stream hold mode of the execution gate (value 1).",
+		ConstLabels: prometheus.Labels{"mode": src.HoldMode},
+	})
+	hold.Set(1)
+	m.Registry.MustRegister(hold)
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry, EnableOpenMetrics: true})
+}
+
+// Stage observes one stage duration; stage must be one of the Stage constants.
+func (m *Metrics) Stage(stage string, d time.Duration) {
+	for i, s := range stageNames {
+		if s == stage {
+			m.stage[i].Observe(d.Seconds())
+			return
+		}
+	}
+}
+
+// Panic counts a recovered panic.
+func (m *Metrics) Panic() { m.panics.Inc() }

@@ -1,0 +1,83 @@
+package metrics
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/candidates"
+)
+
+var _ candidates.Observer = (*Metrics)(nil)
+
+// AdmissionWait implements candidates.Observer. Admission is atomic over the
+// global and target gates, so one wait covers both gate stages.
+func (m *Metrics) AdmissionWait(c *candidates.Candidate, waited time.Duration, err error) {
+	s := waited.Seconds()
+	if po := m.prov[c.Target.Provider]; po != nil {
+		po.admissionWait.Observe(s)
+	}
+	m.stage[1].Observe(s) // upstream_execution_gate_wait
+	m.stage[3].Observe(s) // upstream_target_gate_wait
+	if err == nil {
+		return
+	}
+	var te *admission.TimeoutError
+	switch {
+	case errors.As(err, &te):
+		m.admTimeouts.WithLabelValues(te.Gate, "timeout").Inc()
+	case errors.Is(err, admission.ErrQueueFull):
+		m.admTimeouts.WithLabelValues(admission.GlobalGate, "queue_full").Inc()
+	}
+}
+
+// CandidateDone implements candidates.Observer.
+func (m *Metrics) CandidateDone(c *candidates.Candidate, status, errorType string, d time.Duration) {
+	m.attempts.WithLabelValues(c.Target.Provider.Name, c.Route, status, errorType).Inc()
+	if d > 0 {
+		m.stage[4].Observe(d.Seconds()) // candidate_execute
+	}
+}
+
+// FirstByte implements candidates.Observer.
+func (m *Metrics) FirstByte(c *candidates.Candidate, d time.Duration) {
+	s := d.Seconds()
+	if po := m.prov[c.Target.Provider]; po != nil {
+		po.firstByte.Observe(s)
+	}
+	m.stage[5].Observe(s) // first_byte
+}
+
+// GlobalHeld implements candidates.Observer.
+func (m *Metrics) GlobalHeld(d time.Duration) { m.stage[2].Observe(d.Seconds()) }
+
+// WatchdogFired implements candidates.Observer.
+func (m *Metrics) WatchdogFired(c *candidates.Candidate, kind string) {
+	m.watchdog.WithLabelValues(c.Target.Provider.Name, kind).Inc()
+}
+
+// codes caches the strings of the status codes the gateway answers with.
+var codes = func() map[int]string {
+	out := map[int]string{}
+	for c := 100; c < 600; c++ {
+		out[c] = strconv.Itoa(c)
+	}
+	return out
+}()
+
+// RequestDone implements candidates.Observer.
+func (m *Metrics) RequestDone(route, status string, code int, d time.Duration) {
+	cs, ok := codes[code]
+	if !ok {
+		cs = "other"
+	}
+	m.requests.WithLabelValues(route, status, cs).Inc()
+	m.requestDuration.WithLabelValues(route, status).Observe(d.Seconds())
+}
+
+// Planned implements candidates.Observer.
+func (m *Metrics) Planned(d time.Duration) { m.stage[0].Observe(d.Seconds()) }
+
+// Enqueued implements candidates.Observer.
+func (m *Metrics) Enqueued(d time.Duration) { m.stage[6].Observe(d.Seconds()) }

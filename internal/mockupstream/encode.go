@@ -1,0 +1,204 @@
+package mockupstream
+
+import (
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Wire encoding by appending into reused buffers. The mock sits under the gateway in
+// benchmarks, so it must not be the bottleneck: the per-request prefix of every chunk
+// (id, created, model) is encoded once, and each event is one append plus one Write and
+// one Flush. encoding/json would re-marshal a struct per chunk.
+
+const (
+	commentEvent = ": keep-alive\n\n"
+	doneEvent    = "data: [DONE]\n\n"
+
+	roleDelta = `{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"
+)
+
+// modelsBody is the GET /v1/models answer; the list is fixed because the gateway
+// rewrites the model of each request to whatever its routes name.
+var modelsBody = []byte(`{"object":"list","data":[{"id":"mock-model","object":"model","created":0,"owned_by":"mockupstream"}]}`)
+
+// completion holds what every event of one answer shares.
+type completion struct {
+	id       int64  // chatcmpl-mock-<id>
+	created  int64  // unix seconds
+	model    string // echoed from the request
+	identity string // unescaped
+	chunks   int
+	promptN  int // fake prompt_tokens: a deterministic function of the body size
+}
+
+// appendUsage writes fake but deterministic counts, so a test can assert that usage
+// travelled through the gateway unchanged.
+func (c *completion) appendUsage(dst []byte) []byte {
+	dst = append(dst, `"usage":{"prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(c.promptN), 10)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(c.chunks), 10)
+	dst = append(dst, `,"total_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(c.promptN+c.chunks), 10)
+	return append(dst, '}')
+}
+
+// appendChunkPrefix writes the SSE data prefix of a chunk up to the opening bracket of
+// "choices"; every event of the stream starts with these same bytes.
+func (c *completion) appendChunkPrefix(dst []byte) []byte {
+	dst = append(dst, `data: {"id":"chatcmpl-mock-`...)
+	dst = strconv.AppendInt(dst, c.id, 10)
+	dst = append(dst, `","object":"chat.completion.chunk","created":`...)
+	dst = strconv.AppendInt(dst, c.created, 10)
+	dst = append(dst, `,"model":`...)
+	dst = appendJSONString(dst, c.model)
+	return append(dst, `,"choices":[`...)
+}
+
+// appendText writes the escaped content of chunk i (1-based) without quotes. The chunks
+// concatenate to "Hello from <identity> chunk 1 2 ... n", which is also the non-stream
+// content, so a test compares one string whichever mode it used.
+func (c *completion) appendText(dst []byte, i int) []byte {
+	if i == 1 {
+		dst = append(dst, "Hello from "...)
+		dst = appendJSONEscaped(dst, c.identity)
+		return append(dst, " chunk 1"...)
+	}
+	dst = append(dst, ' ')
+	return strconv.AppendInt(dst, int64(i), 10)
+}
+
+// appendContentChunk appends the whole event of content chunk i after prefix; the last
+// one carries finish_reason "stop".
+func (c *completion) appendContentChunk(dst, prefix []byte, i int) []byte {
+	dst = append(dst, prefix...)
+	dst = append(dst, `{"index":0,"delta":{"content":"`...)
+	dst = c.appendText(dst, i)
+	if i == c.chunks {
+		return append(dst, `"},"finish_reason":"stop"}]}`+"\n\n"...)
+	}
+	return append(dst, `"},"finish_reason":null}]}`+"\n\n"...)
+}
+
+// appendUsageChunk appends the usage event: empty choices, as OpenAI sends it when
+// stream_options.include_usage is true.
+func (c *completion) appendUsageChunk(dst, prefix []byte) []byte {
+	dst = append(dst, prefix...)
+	dst = append(dst, "],"...)
+	dst = c.appendUsage(dst)
+	return append(dst, "}\n\n"...)
+}
+
+// appendBody appends the non-stream chat.completion body.
+func (c *completion) appendBody(dst []byte) []byte {
+	dst = append(dst, `{"id":"chatcmpl-mock-`...)
+	dst = strconv.AppendInt(dst, c.id, 10)
+	dst = append(dst, `","object":"chat.completion","created":`...)
+	dst = strconv.AppendInt(dst, c.created, 10)
+	dst = append(dst, `,"model":`...)
+	dst = appendJSONString(dst, c.model)
+	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
+	for i := 1; i <= c.chunks; i++ {
+		dst = c.appendText(dst, i)
+	}
+	dst = append(dst, `"},"finish_reason":"stop"}],`...)
+	dst = c.appendUsage(dst)
+	return append(dst, "}\n"...)
+}
+
+// errorKind maps an injected status to the type and code OpenAI uses for it, so the
+// gateway's error classification meets realistic bodies.
+func errorKind(status int) (typ, code string) {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error", "invalid_api_key"
+	case status == http.StatusForbidden:
+		return "permission_error", "permission_denied"
+	case status == http.StatusNotFound:
+		return "invalid_request_error", "model_not_found"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error", "rate_limit_exceeded"
+	case status == http.StatusServiceUnavailable:
+		return "server_error", "service_unavailable"
+	case status >= 500:
+		return "server_error", "server_error"
+	default:
+		return "invalid_request_error", "mock_error"
+	}
+}
+
+// appendErrorBody appends {"error":{"message","type","param","code"}}; an empty param
+// is encoded as null, as OpenAI does.
+func appendErrorBody(dst []byte, message, typ, param, code string) []byte {
+	dst = append(dst, `{"error":{"message":`...)
+	dst = appendJSONString(dst, message)
+	dst = append(dst, `,"type":`...)
+	dst = appendJSONString(dst, typ)
+	dst = append(dst, `,"param":`...)
+	if param == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendJSONString(dst, param)
+	}
+	dst = append(dst, `,"code":`...)
+	dst = appendJSONString(dst, code)
+	return append(dst, "}}\n"...)
+}
+
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = appendJSONEscaped(dst, s)
+	return append(dst, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONEscaped escapes s for a JSON string the way encoding/json does (control
+// characters, quote, backslash, invalid UTF-8 as U+FFFD, U+2028/U+2029), because model
+// names and identities come from request bodies and headers.
+func appendJSONEscaped(dst []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(dst, s[start:]...)
+}

@@ -1,0 +1,166 @@
+// Package server assembles a gateway process from its configuration: it
+// builds the planner, the provider clients, the admission scheduler, the
+// report writer, the metrics and the HTTP API, serves them on listeners and
+// runs the graceful drain. cmd/gateway and the integration tests both use it,
+// so tests exercise exactly the wiring that production runs.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/api"
+	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/config"
+	"github.com/llmgw/gateway/internal/metrics"
+	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/upstream"
+)
+
+// Gateway is one assembled gateway.
+type Gateway struct {
+	Config    config.Config
+	Planner   *candidates.Planner
+	Scheduler *admission.Scheduler
+	Reports   *report.Writer // nil when records are off
+	API       *api.Server
+	Upstreams map[string]*upstream.Client
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
+}
+
+// nopRecorder is the recorder when no database is configured: records are
+// off by the operator's choice, announced at start and in /readyz.
+type nopRecorder struct{}
+
+func (nopRecorder) RecordRequest(report.Request)     {}
+func (nopRecorder) RecordCandidate(report.Candidate) {}
+
+// New builds a gateway. It starts the report writer's goroutines (which
+// tolerate a Postgres that is down); Run serves and Close releases the rest.
+func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log *slog.Logger) (*Gateway, error) {
+	planner, err := candidates.NewPlanner(routes, candidates.PlannerOptions{
+		DefaultFirstByte: cfg.FirstByteTimeout, DefaultQueueBudget: cfg.QueueBudget,
+	})
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{Config: cfg, Planner: planner, Log: log, Upstreams: map[string]*upstream.Client{}}
+	for _, p := range planner.Providers() {
+		g.Upstreams[p.Name] = upstream.NewClient(upstream.ClientOptions{
+			Provider: p.Name, ConnectTimeout: p.ConnectTimeout, MaxIdlePerHost: p.MaxConcurrency * len(p.Targets),
+		})
+	}
+	g.Scheduler = admission.New(admission.Config{
+		GlobalLimit: cfg.ExecutionGateLimit, MaxPending: cfg.MaxPending, AgingInterval: cfg.AgingInterval,
+	})
+
+	var rec candidates.Recorder = nopRecorder{}
+	var store api.ReportStore
+	if cfg.DatabaseURL.Empty() {
+		log.Warn("GATEWAY_DATABASE_URL is not set: request records are disabled")
+	} else {
+		w, err := report.NewWriter(report.Options{
+			DatabaseURL: cfg.DatabaseURL.Reveal(), SpoolDir: cfg.SpoolDir, AutoMigrate: bool(cfg.AutoMigrate),
+			Retention: cfg.ReportRetention, Logger: log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("report writer: %w", err)
+		}
+		w.Start(ctx)
+		g.Reports, rec, store = w, w, w
+	}
+	if len(routes.Clients) == 0 {
+		log.Warn("no clients in the routes file: the API is open to anyone who can reach it")
+	}
+	src := metrics.Sources{Planner: planner, Admission: g.Scheduler, HoldMode: cfg.HoldMode.String()}
+	if g.Reports != nil {
+		src.Reports = g.Reports
+	}
+	g.Metrics = metrics.New(src)
+	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics, HoldMode: cfg.HoldMode, Now: time.Now}
+	g.API = api.New(api.Options{
+		Planner: planner, Runner: runner, Upstreams: g.Upstreams, Admission: g.Scheduler, Reports: store,
+		Clients: api.NewClientKeys(routes.Clients), HoldMode: cfg.HoldMode,
+		MaxRequestBytes: int64(cfg.MaxRequestBytes), StreamWriteTimeout: cfg.StreamWriteTimeout,
+		AdminToken: cfg.AdminToken, PProf: bool(cfg.PProf), Logger: log,
+		Metrics: g.Metrics.Handler(), OnPanic: g.Metrics.Panic, OnPlan: g.Metrics.Planned,
+	})
+	return g, nil
+}
+
+// MetricsHandler serves /metrics (also on the optional separate listener).
+func (g *Gateway) MetricsHandler() http.Handler { return g.Metrics.Handler() }
+
+// HTTPServer returns the client-facing http.Server with the edge limits of
+// the configuration.
+func (g *Gateway) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           g.API,
+		ReadHeaderTimeout: g.Config.ReadHeaderTimeout,
+		IdleTimeout:       g.Config.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(g.Log.Handler(), slog.LevelDebug),
+	}
+}
+
+// Run serves on ln until ctx ends, then drains (DESIGN section 4): /readyz
+// fails at once; after the shutdown delay new requests get 503 and the
+// listener closes; in-flight requests may finish within the grace, after
+// which they are cut; then the scheduler closes and records are flushed.
+func (g *Gateway) Run(ctx context.Context, ln net.Listener) error {
+	srv := g.HTTPServer()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		g.Close(context.Background())
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	g.Log.Info("shutting down", "delay", g.Config.ShutdownDelay, "grace", g.Config.ShutdownGrace)
+	g.API.MarkNotReady()
+	if d := g.Config.ShutdownDelay; d > 0 {
+		time.Sleep(d)
+	}
+	g.API.StartDrain()
+	graceCtx, cancel := context.WithTimeout(context.Background(), g.Config.ShutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(graceCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		g.Log.Warn("shutdown grace ended with requests in flight; cutting them")
+		g.API.HardStop()
+		cutCtx, cancelCut := context.WithTimeout(context.Background(), 5*time.Second)
+		err = srv.Shutdown(cutCtx)
+		cancelCut()
+		if err != nil {
+			_ = srv.Close()
+		}
+	}
+	<-errc
+	closeCtx, cancelClose := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelClose()
+	g.Close(closeCtx)
+	return nil
+}
+
+// Close releases the scheduler, the report writer and the connection pools.
+func (g *Gateway) Close(ctx context.Context) {
+	if err := g.Scheduler.Close(ctx); err != nil {
+		g.Log.Warn("admission close", "err", err)
+	}
+	if g.Reports != nil {
+		if err := g.Reports.Close(ctx); err != nil {
+			g.Log.Warn("report writer close", "err", err)
+		}
+	}
+	for _, c := range g.Upstreams {
+		c.CloseIdle()
+	}
+}

@@ -1,0 +1,182 @@
+package upstream
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// RequestError is a client request the gateway refuses before planning; the
+// API layer turns it into a 400 invalid_request_error naming Param.
+type RequestError struct {
+	Param   string // JSON field at fault, "" for the body as a whole
+	Message string
+}
+
+func (e *RequestError) Error() string { return e.Message }
+
+// ChatRequest is a validated chat completions body. The body is kept as the
+// client sent it: only the model value is ever replaced, by splicing bytes, so
+// unknown fields and their formatting reach the provider untouched and the
+// body is never re-encoded.
+type ChatRequest struct {
+	Body   []byte
+	Model  string
+	Stream bool
+	// span of the model value (quotes included) inside Body
+	modelStart, modelEnd int
+}
+
+// ParseChatRequest validates body: one JSON object, nothing after it, a
+// non-empty string "model" and an array "messages".
+func ParseChatRequest(body []byte) (*ChatRequest, error) {
+	if !json.Valid(body) {
+		return nil, &RequestError{Message: "request body is not valid JSON (one JSON object expected)"}
+	}
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, &RequestError{Message: "request body must be a JSON object"}
+	}
+	req := &ChatRequest{Body: body, modelStart: -1}
+	sawMessages := false
+	i = skipSpace(body, i+1)
+	for i < len(body) && body[i] != '}' {
+		keyEnd := skipValue(body, i)
+		key, err := decodeKey(body[i:keyEnd])
+		if err != nil {
+			return nil, &RequestError{Message: "request body has an unreadable key"}
+		}
+		i = skipSpace(body, keyEnd)
+		i = skipSpace(body, i+1) // ':'
+		valStart := i
+		valEnd := skipValue(body, i)
+		val := body[valStart:valEnd]
+		switch key {
+		case "model":
+			if req.modelStart >= 0 {
+				return nil, &RequestError{Param: "model", Message: "'model' appears more than once"}
+			}
+			if err := json.Unmarshal(val, &req.Model); err != nil || req.Model == "" {
+				return nil, &RequestError{Param: "model", Message: "'model' must be a non-empty string"}
+			}
+			req.modelStart, req.modelEnd = valStart, valEnd
+		case "messages":
+			if val[0] != '[' {
+				return nil, &RequestError{Param: "messages", Message: "'messages' must be an array"}
+			}
+			sawMessages = true
+		case "stream":
+			switch string(val) {
+			case "true":
+				req.Stream = true
+			case "false", "null":
+			default:
+				return nil, &RequestError{Param: "stream", Message: "'stream' must be a boolean"}
+			}
+		}
+		i = skipSpace(body, valEnd)
+		if i < len(body) && body[i] == ',' {
+			i = skipSpace(body, i+1)
+		}
+	}
+	if req.modelStart < 0 {
+		return nil, &RequestError{Param: "model", Message: "you must provide a model parameter"}
+	}
+	if !sawMessages {
+		return nil, &RequestError{Param: "messages", Message: "you must provide a messages parameter"}
+	}
+	return req, nil
+}
+
+// WithModel returns the body with the model value replaced by model; the
+// original is returned as is when the model does not change.
+func (r *ChatRequest) WithModel(model string) []byte {
+	if model == r.Model {
+		return r.Body
+	}
+	q, _ := json.Marshal(model) // a string always marshals
+	out := make([]byte, 0, len(r.Body)-(r.modelEnd-r.modelStart)+len(q))
+	out = append(out, r.Body[:r.modelStart]...)
+	out = append(out, q...)
+	return append(out, r.Body[r.modelEnd:]...)
+}
+
+func decodeKey(raw []byte) (string, error) {
+	if len(raw) >= 2 && raw[0] == '"' {
+		plain := true
+		for _, c := range raw[1 : len(raw)-1] {
+			if c == '\\' {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return string(raw[1 : len(raw)-1]), nil
+		}
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("decode key: %w", err)
+	}
+	return s, nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value starting at b[i]. The
+// input has passed json.Valid, so only the structure needs tracking.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	default: // number, true, false, null
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}
+
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
+}
+
+var errEventTooLarge = errors.New("SSE event larger than the limit")

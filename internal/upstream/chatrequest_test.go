@@ -1,0 +1,97 @@
+package upstream
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+// TestParseChatRequest protects the 400 contract and the fields read from a body.
+func TestParseChatRequest(t *testing.T) {
+	tests := []struct {
+		name      string
+		body      string
+		wantErr   string // Param of the RequestError, "-" for none expected
+		wantModel string
+		stream    bool
+	}{
+		{"minimal", `{"model":"m","messages":[]}`, "-", "m", false},
+		{"stream", `{"messages":[{"role":"user","content":"x"}], "stream" : true, "model":"gpt"}`, "-", "gpt", true},
+		{"escaped model", `{"model":"a\"b","messages":[]}`, "-", `a"b`, false},
+		{"escaped key", `{"\u006dodel":"m","messages":[]}`, "-", "m", false},
+		{"nested model ignored", `{"model":"top","messages":[{"model":"inner"}],"x":{"model":"y"}}`, "-", "top", false},
+		{"not json", `{"model":`, "", "", false},
+		{"trailing garbage", `{"model":"m","messages":[]} x`, "", "", false},
+		{"two objects", `{"model":"m","messages":[]}{}`, "", "", false},
+		{"array", `[]`, "", "", false},
+		{"missing model", `{"messages":[]}`, "model", "", false},
+		{"empty model", `{"model":"","messages":[]}`, "model", "", false},
+		{"number model", `{"model":4,"messages":[]}`, "model", "", false},
+		{"duplicate model", `{"model":"a","model":"b","messages":[]}`, "model", "", false},
+		{"missing messages", `{"model":"m"}`, "messages", "", false},
+		{"messages not array", `{"model":"m","messages":"hi"}`, "messages", "", false},
+		{"stream not bool", `{"model":"m","messages":[],"stream":"yes"}`, "stream", "", false},
+		{"stream null", `{"model":"m","messages":[],"stream":null}`, "-", "m", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := ParseChatRequest([]byte(tt.body))
+			if tt.wantErr == "-" {
+				if err != nil {
+					t.Fatalf("err = %v, want nil", err)
+				}
+				if r.Model != tt.wantModel || r.Stream != tt.stream {
+					t.Fatalf("got model %q stream %v, want %q %v", r.Model, r.Stream, tt.wantModel, tt.stream)
+				}
+				return
+			}
+			var re *RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("err = %v, want *RequestError", err)
+			}
+			if re.Param != tt.wantErr {
+				t.Fatalf("param = %q, want %q", re.Param, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestWithModelKeepsEverythingElse: only the model value changes, byte for byte.
+func TestWithModelKeepsEverythingElse(t *testing.T) {
+	body := `{ "stream_options": {"include_usage": true}, "model" :  "alias",` + "\n" + `"messages":[{"role":"user","content":"h\u00e9"}], "x-unknown": [1, 2.50, null] }`
+	r, err := ParseChatRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(r.WithModel("gpt-4o-\"mini"))
+	want := `{ "stream_options": {"include_usage": true}, "model" :  "gpt-4o-\"mini",` + "\n" + `"messages":[{"role":"user","content":"h\u00e9"}], "x-unknown": [1, 2.50, null] }`
+	if got != want {
+		t.Fatalf("rewrite:\n got %s\nwant %s", got, want)
+	}
+	if !json.Valid([]byte(got)) {
+		t.Fatal("rewritten body is not valid JSON")
+	}
+	if string(r.WithModel("alias")) != body {
+		t.Fatal("same model must return the original body")
+	}
+}
+
+func FuzzParseChatRequest(f *testing.F) {
+	for _, s := range []string{`{"model":"m","messages":[]}`, `{"model":"a\"b","messages":[{"c":"}"}]}`, `{}`, `[`, "{\"model\":\"\xff\",\"messages\":[]}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseChatRequest(b)
+		if err != nil {
+			return
+		}
+		out := r.WithModel("rewritten")
+		if !json.Valid(out) {
+			t.Fatalf("rewrite produced invalid JSON from %q: %q", b, out)
+		}
+		r2, err := ParseChatRequest(out)
+		if err != nil || r2.Model != "rewritten" || r2.Stream != r.Stream {
+			t.Fatalf("rewrite not re-parsable: %v %+v", err, r2)
+		}
+	})
+}

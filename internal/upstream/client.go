@@ -1,0 +1,132 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/llmgw/gateway/internal/secret"
+)
+
+// maxErrorBody bounds how much of a non-2xx body is kept for relaying and
+// records; providers' error bodies are small.
+const maxErrorBody = 64 << 10
+
+// ClientOptions tune the transport of one provider.
+type ClientOptions struct {
+	Provider       string
+	ConnectTimeout time.Duration
+	// MaxIdlePerHost should cover the provider's peak concurrency so that
+	// bursts reuse warm connections instead of dialing.
+	MaxIdlePerHost int
+}
+
+// Client sends requests to one provider over its own connection pool.
+type Client struct {
+	provider string
+	rt       *http.Transport
+}
+
+// NewClient builds a provider client with a tuned transport: pooled
+// keep-alive connections, a connect timeout, no proxy taken from the
+// environment (a stray HTTPS_PROXY must not reroute LLM traffic) and no
+// transparent compression (bytes reach the client as the provider sent them).
+func NewClient(opts ClientOptions) *Client {
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 5 * time.Second
+	}
+	if opts.MaxIdlePerHost < 64 {
+		opts.MaxIdlePerHost = 64
+	}
+	d := &net.Dialer{Timeout: opts.ConnectTimeout, KeepAlive: 30 * time.Second}
+	c := &Client{provider: opts.Provider}
+	c.rt = &http.Transport{
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &ConnectError{Provider: opts.Provider, Err: err}
+			}
+			return conn, nil
+		},
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          0,
+		MaxIdleConnsPerHost:   opts.MaxIdlePerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   opts.ConnectTimeout,
+		ExpectContinueTimeout: 0,
+		DisableCompression:    true,
+		WriteBufferSize:       32 << 10,
+		ReadBufferSize:        32 << 10,
+	}
+	return c
+}
+
+// CloseIdle closes pooled connections (shutdown, tests).
+func (c *Client) CloseIdle() { c.rt.CloseIdleConnections() }
+
+// Call is one chat completions request to a provider.
+type Call struct {
+	URL          string
+	Key          secret.String
+	Extra        http.Header // provider headers from the routes file
+	ClientHeader http.Header // the client's headers, filtered here
+	Body         []byte
+	Stream       bool
+}
+
+// Send performs the call. A 2xx response is returned with its body open for
+// the caller to read and close. Any other status becomes *StatusError (body
+// read, bounded, and closed); a failure before a response becomes
+// *ConnectError. When ctx ends first, the returned error wraps ctx's error;
+// callers look at context.Cause to tell a watchdog from a client that left.
+func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, call.URL, bytes.NewReader(call.Body))
+	if err != nil {
+		return nil, &ProtocolError{Err: err}
+	}
+	h := req.Header
+	if call.ClientHeader != nil {
+		ForwardRequestHeaders(h, call.ClientHeader)
+	}
+	for k, vv := range call.Extra {
+		h[k] = vv
+	}
+	h.Set("Content-Type", "application/json")
+	if call.Stream {
+		h.Set("Accept", "text/event-stream")
+	} else if h.Get("Accept") == "" {
+		h.Set("Accept", "application/json")
+	}
+	h.Set("Authorization", "Bearer "+call.Key.Reveal())
+	resp, err := c.rt.RoundTrip(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var ce *ConnectError
+		if errors.As(err, &ce) {
+			return nil, ce
+		}
+		// Connection-level failures after the dial (reset, closed before a
+		// response, TLS) are the provider's trouble just like a refused dial.
+		return nil, &ConnectError{Provider: c.provider, Err: err}
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, nil
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	se := &StatusError{
+		Code:       resp.StatusCode,
+		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		Header:     http.Header{},
+		Body:       body,
+	}
+	CopyResponseHeaders(se.Header, resp.Header)
+	return nil, se
+}

@@ -1,0 +1,68 @@
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// ConnectError is a failure to establish a connection to the provider
+// (DNS, refused, connect timeout, TLS handshake). Nothing was sent.
+type ConnectError struct {
+	Provider string
+	Err      error
+}
+
+func (e *ConnectError) Error() string { return fmt.Sprintf("connect to %s: %v", e.Provider, e.Err) }
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// StatusError is a non-2xx answer from the provider. Body holds at most
+// maxErrorBody bytes of it, for relaying (400/413/422) and for records.
+type StatusError struct {
+	Code       int
+	RetryAfter time.Duration // from Retry-After; 0 when absent
+	Header     http.Header   // upstream headers, already filtered for the client
+	Body       []byte
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("upstream answered %d", e.Code) }
+
+// ClientFault reports whether the answer blames the request itself, so it is
+// relayed to the client instead of failing over: any other provider would
+// refuse the same body.
+func (e *StatusError) ClientFault() bool {
+	return e.Code == http.StatusBadRequest || e.Code == http.StatusRequestEntityTooLarge || e.Code == http.StatusUnprocessableEntity
+}
+
+// KeyScoped reports whether the failure belongs to the key rather than the
+// provider (bad, forbidden or rate-limited key), so the provider's other keys
+// remain worth trying.
+func (e *StatusError) KeyScoped() bool {
+	return e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden || e.Code == http.StatusTooManyRequests
+}
+
+// ProtocolError is a provider answer the gateway cannot relay: a malformed
+// stream, a wrong content type, a body cut short.
+type ProtocolError struct{ Err error }
+
+func (e *ProtocolError) Error() string { return "upstream protocol error: " + e.Err.Error() }
+func (e *ProtocolError) Unwrap() error { return e.Err }
+
+// ErrTotalTimeout is the cancellation cause when timeouts.total fires.
+var ErrTotalTimeout = errors.New("upstream total timeout")
+
+// parseRetryAfter reads delay-seconds or an HTTP date.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}

@@ -1,0 +1,112 @@
+package upstream
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+type event struct {
+	raw     string
+	comment bool
+}
+
+func readAll(t *testing.T, r io.Reader) ([]event, error) {
+	t.Helper()
+	er := NewEventReader(r)
+	defer er.Close()
+	var out []event
+	for {
+		ev, c, err := er.Next()
+		if err != nil {
+			return out, err
+		}
+		out = append(out, event{string(ev), c})
+	}
+}
+
+// TestEventReader protects byte-for-byte framing and comment detection.
+func TestEventReader(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []event
+		err  error
+	}{
+		{"two events", "data: a\n\ndata: b\n\n", []event{{"data: a\n\n", false}, {"data: b\n\n", false}}, io.EOF},
+		{"crlf", "data: a\r\n\r\n", []event{{"data: a\r\n\r\n", false}}, io.EOF},
+		{"comments", ": keep-alive\n\n:ping\n\ndata: x\n\n", []event{{": keep-alive\n\n", true}, {":ping\n\n", true}, {"data: x\n\n", false}}, io.EOF},
+		{"multi-line event", "event: e\nid: 1\ndata: x\n\n", []event{{"event: e\nid: 1\ndata: x\n\n", false}}, io.EOF},
+		{"leading blank lines", "\n\ndata: x\n\n", []event{{"data: x\n\n", false}}, io.EOF},
+		{"truncated", "data: a\n\ndata: b", []event{{"data: a\n\n", false}}, io.ErrUnexpectedEOF},
+		{"truncated before blank", "data: a\n", nil, io.ErrUnexpectedEOF},
+		{"empty", "", nil, io.EOF},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := readAll(t, iotest.OneByteReader(strings.NewReader(tt.in)))
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("err = %v, want %v", err, tt.err)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Fatalf("event %d = %+v, want %+v", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestEventReaderLongLine(t *testing.T) {
+	long := "data: " + strings.Repeat("x", 100<<10) + "\n\n"
+	got, err := readAll(t, strings.NewReader(long+"data: [DONE]\n\n"))
+	if err != io.EOF || len(got) != 2 || got[0].raw != long || !IsDone([]byte(got[1].raw)) {
+		t.Fatalf("long line not kept whole: err=%v n=%d", err, len(got))
+	}
+	_, err = readAll(t, strings.NewReader("data: "+strings.Repeat("x", MaxEventBytes+10)+"\n\n"))
+	var pe *ProtocolError
+	if !errors.As(err, &pe) {
+		t.Fatalf("oversized event: err = %v, want ProtocolError", err)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	ev := []byte(`data: {"id":"x","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}}` + "\n\n")
+	u, ok := EventUsage(ev)
+	if !ok || u.PromptTokens != 3 || u.CompletionTokens != 5 || u.TotalTokens != 8 {
+		t.Fatalf("EventUsage = %+v %v", u, ok)
+	}
+	if _, ok := EventUsage([]byte(`data: {"choices":[{"delta":{}}],"usage":null}` + "\n\n")); ok {
+		t.Fatal("null usage reported as usage")
+	}
+	body := []byte(`{"id":"x","choices":[{"message":{"content":"usage"}}],"usage": {"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`)
+	u, ok = TailUsage(body[len(body)-90:])
+	if !ok || u.TotalTokens != 3 {
+		t.Fatalf("TailUsage = %+v %v", u, ok)
+	}
+}
+
+func FuzzEventReader(f *testing.F) {
+	f.Add([]byte("data: a\n\n: c\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("data: a\r\n\r\nevent: x\ndata: y"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		er := NewEventReader(strings.NewReader(string(b)))
+		defer er.Close()
+		total := 0
+		for {
+			ev, _, err := er.Next()
+			if err != nil {
+				break
+			}
+			total += len(ev)
+			if total > len(b) {
+				t.Fatalf("events longer than the input")
+			}
+		}
+	})
+}

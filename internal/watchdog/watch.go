@@ -1,0 +1,126 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// ErrFirstByteTimeout is the cause of a cancelled attempt whose first event
+// did not arrive in time. Its text is the record's error message.
+var ErrFirstByteTimeout = errors.New("Stream first byte timeout") //nolint:staticcheck // the message is a contract (DESIGN section 6)
+
+// ErrIdleTimeout is the cause of a cancelled stream that went silent.
+var ErrIdleTimeout = errors.New("stream idle timeout")
+
+const (
+	phaseWaiting int32 = iota // before the first event
+	phaseStarted              // first event seen
+	phaseFired                // a deadline fired
+	phaseStopped
+)
+
+// Watch guards one attempt. Its methods are safe to call from the goroutine
+// reading the upstream body while its timer fires on another.
+type Watch struct {
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	idle   time.Duration
+	phase  atomic.Int32
+}
+
+// Start begins watching. firstByte <= 0 disables the first-byte deadline
+// (non-streaming requests); idle <= 0 disables the idle deadline. The
+// returned context must be used for the upstream request; Stop must be called
+// when the attempt ends.
+func Start(parent context.Context, firstByte, idle time.Duration) (context.Context, *Watch) {
+	ctx, cancel := context.WithCancelCause(parent)
+	w := &Watch{cancel: cancel, idle: idle}
+	if firstByte > 0 {
+		w.timer = time.AfterFunc(firstByte, w.fire)
+	}
+	return ctx, w
+}
+
+func (w *Watch) fire() {
+	switch w.phase.Load() {
+	case phaseWaiting:
+		if w.phase.CompareAndSwap(phaseWaiting, phaseFired) {
+			w.cancel(ErrFirstByteTimeout)
+		}
+	case phaseStarted:
+		if w.phase.CompareAndSwap(phaseStarted, phaseFired) {
+			w.cancel(ErrIdleTimeout)
+		}
+	}
+}
+
+// FirstByte marks the first real event. It returns false when the first-byte
+// deadline has already fired: the event arrived too late to be forwarded.
+func (w *Watch) FirstByte() bool {
+	if !w.phase.CompareAndSwap(phaseWaiting, phaseStarted) {
+		return false
+	}
+	if w.idle > 0 {
+		if w.timer == nil {
+			w.timer = time.AfterFunc(w.idle, w.fire)
+		} else {
+			w.timer.Reset(w.idle)
+		}
+	} else if w.timer != nil {
+		w.timer.Stop()
+	}
+	return true
+}
+
+// Activity marks an event after the first; it pushes the idle deadline back.
+func (w *Watch) Activity() {
+	if w.idle > 0 && w.timer != nil && w.phase.Load() == phaseStarted {
+		w.timer.Reset(w.idle)
+	}
+}
+
+// Stop ends the watch and releases its context.
+func (w *Watch) Stop() {
+	w.phase.Store(phaseStopped)
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.cancel(context.Canceled)
+}
+
+// Hold releases the global execution slot at the moment the hold mode names.
+// Release is called at most once.
+type Hold struct {
+	mode    HoldMode
+	release func()
+	done    bool
+}
+
+// NewHold binds a mode to the release of the global slot.
+func NewHold(mode HoldMode, release func()) Hold { return Hold{mode: mode, release: release} }
+
+func (h *Hold) fire() {
+	if !h.done {
+		h.done = true
+		h.release()
+	}
+}
+
+// Headers is called when upstream response headers arrive.
+func (h *Hold) Headers() {
+	if h.mode == HoldHeaders {
+		h.fire()
+	}
+}
+
+// FirstBody is called once the first body event reached the client.
+func (h *Hold) FirstBody() {
+	if h.mode == HoldFirstBody {
+		h.fire()
+	}
+}
+
+// End is called when the response ends, however it ends.
+func (h *Hold) End() { h.fire() }
