@@ -203,6 +203,17 @@ func chatBody(stream bool) string {
 // post sends a chat request and returns the response with its body read.
 func (g *gateway) post(t *testing.T, body string, hdr ...string) (*http.Response, []byte) {
 	t.Helper()
+	resp, b, err := g.postRaw(t, body, hdr...)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return resp, b
+}
+
+// postRaw is post that also returns the body's read error (an aborted
+// response ends with one).
+func (g *gateway) postRaw(t *testing.T, body string, hdr ...string) (*http.Response, []byte, error) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -217,10 +228,7 @@ func (g *gateway) post(t *testing.T, body string, hdr ...string) (*http.Response
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("read body: %v", err)
-	}
-	return resp, b
+	return resp, b, err
 }
 
 type apiError struct {
