@@ -184,10 +184,10 @@ func TestErrorContract(t *testing.T) {
 	})
 	big := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("x", 2048) + `"}]}`
 	tests := []struct {
-		name, body   string
-		hdr          []string
-		status       int
-		typ, code    string
+		name, body string
+		hdr        []string
+		status     int
+		typ, code  string
 	}{
 		{"exhausted", chatBody(false), nil, 502, "upstream_error", "candidates_exhausted"},
 		{"exhausted stream", chatBody(true), nil, 502, "upstream_error", "candidates_exhausted"},

@@ -72,15 +72,15 @@ type setup struct {
 // gateway is one real gateway on loopback between a test and two mocks.
 type gateway struct {
 	*server.Gateway
-	URL            string
-	DatabaseURL    string
-	Primary        *mockupstream.Server
-	Backup         *mockupstream.Server
-	PrimaryURL     string
-	BackupURL      string
-	client         *http.Client
-	stop           context.CancelFunc
-	runErr         chan error
+	URL         string
+	DatabaseURL string
+	Primary     *mockupstream.Server
+	Backup      *mockupstream.Server
+	PrimaryURL  string
+	BackupURL   string
+	client      *http.Client
+	stop        context.CancelFunc
+	runErr      chan error
 }
 
 func start(t *testing.T, s setup) *gateway {
