@@ -1,0 +1,309 @@
+package admission
+
+import "time"
+
+// waitState is where a queued attempt is. Only stateQueued ever changes, and
+// only under Scheduler.mu, so whichever of grant, expiry, cancellation or
+// Close gets the lock first decides the outcome.
+type waitState uint8
+
+const (
+	stateQueued waitState = iota
+	stateGranted
+	stateTimedOut
+	stateCancelled
+	stateClosed
+)
+
+// waiter is one queued attempt.
+type waiter struct {
+	seq    uint64
+	enq    time.Time
+	base   Priority
+	budget time.Duration
+	n      int
+	gates  [MaxDimensions]*gate // request order: the lease and TimeoutError use it
+
+	lane       *lane
+	prev, next *waiter
+
+	timer Timer
+	ready chan struct{} // closed once the state is final
+
+	// Final outcome, written before ready is closed.
+	state   waitState
+	lease   *Lease
+	timeout *TimeoutError
+}
+
+// laneKey is the gate set of a lane in canonical (creation serial) order.
+// It is an array of pointers, so it is a map key without allocation.
+type laneKey struct {
+	n int
+	g [MaxDimensions]*gate
+}
+
+// lane holds the queued attempts that ask for exactly the same gates; they
+// are runnable or blocked together.
+type lane struct {
+	key     laneKey
+	gateIdx [MaxDimensions]int // position of this lane in key.g[i].lanes
+	queues  [numPriorities]fifo
+	heapIdx [numPriorities]int // position in Scheduler.runnable[class], -1 when absent
+	blocked int                // how many of its gates are full
+	size    int
+}
+
+type fifo struct{ head, tail *waiter }
+
+// effective is the class of a queued attempt at now. Computing it lazily is
+// exact (no timer has to run at each interval) and keeps FIFO order within
+// each base class: all attempts of one base class age at the same rate.
+func (s *Scheduler) effective(w *waiter, now time.Time) Priority {
+	if w.base <= Interactive {
+		return w.base
+	}
+	steps := now.Sub(w.enq) / s.aging
+	if steps <= 0 {
+		return w.base
+	}
+	if steps >= time.Duration(w.base-Interactive) {
+		return Interactive
+	}
+	return w.base - Priority(steps)
+}
+
+// laneFor finds or creates the lane of a gate set.
+func (s *Scheduler) laneFor(gs []*gate) *lane {
+	var k laneKey
+	k.n = copy(k.g[:], gs)
+	// Insertion sort by serial: at most seven entries.
+	for i := 1; i < k.n; i++ {
+		for j := i; j > 0 && k.g[j].serial < k.g[j-1].serial; j-- {
+			k.g[j], k.g[j-1] = k.g[j-1], k.g[j]
+		}
+	}
+	if ln := s.lanes[k]; ln != nil {
+		return ln
+	}
+	ln := &lane{key: k}
+	for c := range ln.heapIdx {
+		ln.heapIdx[c] = -1
+	}
+	for i, g := range k.g[:k.n] {
+		ln.gateIdx[i] = len(g.lanes)
+		g.lanes = append(g.lanes, ln)
+		if g.full() {
+			ln.blocked++
+		}
+	}
+	s.lanes[k] = ln
+	return ln
+}
+
+// dropLane forgets an empty lane.
+func (s *Scheduler) dropLane(ln *lane) {
+	for i, g := range ln.key.g[:ln.key.n] {
+		at := ln.gateIdx[i]
+		last := len(g.lanes) - 1
+		if at != last {
+			moved := g.lanes[last]
+			g.lanes[at] = moved
+			for j, mg := range moved.key.g[:moved.key.n] {
+				if mg == g {
+					moved.gateIdx[j] = at
+					break
+				}
+			}
+		}
+		g.lanes[last] = nil
+		g.lanes = g.lanes[:last]
+	}
+	delete(s.lanes, ln.key)
+}
+
+// push appends w to its lane.
+func (s *Scheduler) push(ln *lane, w *waiter) {
+	w.lane = ln
+	q := &ln.queues[w.base]
+	if q.tail == nil {
+		q.head, q.tail = w, w
+		if ln.blocked == 0 {
+			s.runnable[w.base].push(ln)
+		}
+	} else {
+		w.prev = q.tail
+		q.tail.next = w
+		q.tail = w
+	}
+	ln.size++
+}
+
+// unlink removes w from its lane wherever it is (cancellation and expiry
+// take attempts from the middle).
+func (s *Scheduler) unlink(w *waiter) {
+	ln := w.lane
+	q := &ln.queues[w.base]
+	wasHead := q.head == w
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		q.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		q.tail = w.prev
+	}
+	w.prev, w.next, w.lane = nil, nil, nil
+	ln.size--
+	if i := ln.heapIdx[w.base]; i >= 0 && wasHead {
+		if q.head == nil {
+			s.runnable[w.base].remove(i)
+		} else {
+			s.runnable[w.base].fix(i)
+		}
+	}
+	if ln.size == 0 {
+		s.dropLane(ln)
+	}
+}
+
+// blockLanes runs when g just became full.
+func (s *Scheduler) blockLanes(g *gate) {
+	for _, ln := range g.lanes {
+		ln.blocked++
+		if ln.blocked == 1 {
+			for c := range ln.heapIdx {
+				if i := ln.heapIdx[c]; i >= 0 {
+					s.runnable[c].remove(i)
+				}
+			}
+		}
+	}
+}
+
+// unblockLanes runs when g just got room again.
+func (s *Scheduler) unblockLanes(g *gate) {
+	for _, ln := range g.lanes {
+		ln.blocked--
+		if ln.blocked == 0 {
+			for c := range ln.queues {
+				if ln.queues[c].head != nil {
+					s.runnable[c].push(ln)
+				}
+			}
+		}
+	}
+}
+
+// best is the attempt to serve next among the runnable ones: the lowest
+// (effective class, sequence) over the tops of the per-class heaps.
+func (s *Scheduler) best(now time.Time) *waiter {
+	var (
+		win    *waiter
+		winEff Priority
+	)
+	for c := range s.runnable {
+		h := &s.runnable[c]
+		if len(h.items) == 0 {
+			continue
+		}
+		w := h.items[0].queues[c].head
+		e := s.effective(w, now)
+		if win == nil || e < winEff || (e == winEff && w.seq < win.seq) {
+			win, winEff = w, e
+		}
+	}
+	return win
+}
+
+// dispatch grants queued attempts while the global gate has room. Invariant
+// kept on return: if the global gate has room, no queued attempt could run.
+func (s *Scheduler) dispatch(now time.Time) {
+	for s.pending > 0 && !s.global.full() {
+		w := s.best(now)
+		if w == nil {
+			return
+		}
+		s.grantQueued(w, now)
+	}
+}
+
+// laneHeap is a binary min-heap of runnable lanes that have attempts of one
+// base class, keyed by the sequence number of the lane's oldest such
+// attempt. Hand-written rather than container/heap to keep positions in the
+// lanes and avoid interface calls on the grant path.
+type laneHeap struct {
+	class Priority
+	items []*lane
+}
+
+func (h *laneHeap) key(i int) uint64 { return h.items[i].queues[h.class].head.seq }
+
+func (h *laneHeap) set(i int, ln *lane) {
+	h.items[i] = ln
+	ln.heapIdx[h.class] = i
+}
+
+func (h *laneHeap) push(ln *lane) {
+	h.items = append(h.items, nil)
+	h.set(len(h.items)-1, ln)
+	h.up(len(h.items) - 1)
+}
+
+func (h *laneHeap) remove(i int) {
+	ln := h.items[i]
+	last := len(h.items) - 1
+	if i != last {
+		h.set(i, h.items[last])
+	}
+	h.items[last] = nil
+	h.items = h.items[:last]
+	ln.heapIdx[h.class] = -1
+	if i != last {
+		h.fix(i)
+	}
+}
+
+func (h *laneHeap) fix(i int) {
+	if !h.down(i) {
+		h.up(i)
+	}
+}
+
+func (h *laneHeap) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if h.key(p) <= h.key(i) {
+			return
+		}
+		a, b := h.items[p], h.items[i]
+		h.set(p, b)
+		h.set(i, a)
+		i = p
+	}
+}
+
+func (h *laneHeap) down(i int) bool {
+	start := i
+	n := len(h.items)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && h.key(r) < h.key(l) {
+			m = r
+		}
+		if h.key(i) <= h.key(m) {
+			break
+		}
+		a, b := h.items[i], h.items[m]
+		h.set(i, b)
+		h.set(m, a)
+		i = m
+	}
+	return i > start
+}

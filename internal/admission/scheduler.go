@@ -1,0 +1,443 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// MaxDimensions is how many extra dimensions one Request may carry; with the
+// implied global gate that makes eight gates. A fixed bound lets leases and
+// lane keys be arrays, which keeps the fast path free of allocations.
+const MaxDimensions = 7
+
+const (
+	defaultGlobalLimit     = 256
+	defaultMaxPending      = 4096
+	defaultAgingInterval   = 30 * time.Second
+	defaultIdleTargetsKept = 64
+)
+
+// Config tunes a Scheduler. The zero value is usable: every field has a
+// default.
+type Config struct {
+	// GlobalLimit is the number of slots of the global upstream execution
+	// gate (GATEWAY_UPSTREAM_EXECUTION_GATE_LIMIT). Default 256 if <= 0.
+	GlobalLimit int
+	// MaxPending bounds the queued attempts overall; an attempt that would
+	// queue beyond it fails at once with ErrQueueFull
+	// (GATEWAY_ADMISSION_MAX_PENDING). Default 4096 if <= 0.
+	MaxPending int
+	// AgingInterval: queued work is promoted one class per interval since it
+	// was enqueued, never above Interactive (GATEWAY_ADMISSION_AGING_INTERVAL).
+	// Default 30s if <= 0.
+	AgingInterval time.Duration
+	// IdleTargetsKept is how many idle dimension gates keep their counters
+	// (the most recently idle ones). 0 means the default 64; a negative
+	// value keeps none, discarding a gate as soon as it goes idle.
+	IdleTargetsKept int
+	// Clock defaults to the process clock when nil.
+	Clock Clock
+	// OnGrant, when set, observes every grant with the requested priority
+	// and the time spent queued (zero on the fast path). It runs on the
+	// goroutine that called Acquire, outside the scheduler's lock, and must
+	// not block. It fires exactly when a gate's admitted counter grows, so
+	// metrics and snapshots agree.
+	OnGrant func(priority Priority, waited time.Duration)
+	// OnTimeout, when set, observes every TimeoutError with the gate it
+	// names. Same calling rules as OnGrant.
+	OnTimeout func(gate string)
+}
+
+// Dimension is one extra quota dimension of a request (the global gate is
+// always implied).
+type Dimension struct {
+	Gate  string // e.g. TargetGate; later "gateway_client"
+	ID    string // identity of the gate instance, e.g. the target digest (never a secret)
+	Label string // provider name, shown in snapshots
+	// Limit is the number of slots; the value seen when the gate is created
+	// (or revived from idle) wins while anything holds or waits on it.
+	Limit int
+}
+
+// Request describes one attempt.
+type Request struct {
+	Priority Priority
+	// Budget is the longest wait for all dimensions together; <= 0 means do
+	// not wait at all: admitted only if there is room now.
+	Budget time.Duration
+	// Dimensions are up to MaxDimensions extra gates; a duplicate (same
+	// Gate and ID) is an error wrapping ErrInvalidRequest.
+	Dimensions []Dimension
+}
+
+// Scheduler owns the gates and the queue in front of them. It is safe for
+// concurrent use; one mutex guards all of its state, because an admission
+// decision must see every dimension of a request at once.
+type Scheduler struct {
+	clock      Clock
+	aging      time.Duration
+	maxPending int
+	keepIdle   int
+	onGrant    func(Priority, time.Duration)
+	onTimeout  func(string)
+
+	mu        sync.Mutex
+	global    gate
+	gates     map[gateKey]*gate
+	lanes     map[laneKey]*lane
+	runnable  [numPriorities]laneHeap
+	pending   int // queued attempts overall
+	leases    int // leases still holding at least one slot
+	seq       uint64
+	serial    uint64
+	lastEnq   time.Time
+	idleHead  *gate
+	idleTail  *gate
+	idleCount int
+	closed    bool
+	drained   chan struct{} // closed once closed and leases == 0
+}
+
+// New returns a Scheduler with cfg's defaults filled in.
+func New(cfg Config) *Scheduler {
+	if cfg.GlobalLimit <= 0 {
+		cfg.GlobalLimit = defaultGlobalLimit
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = defaultMaxPending
+	}
+	if cfg.AgingInterval <= 0 {
+		cfg.AgingInterval = defaultAgingInterval
+	}
+	switch {
+	case cfg.IdleTargetsKept == 0:
+		cfg.IdleTargetsKept = defaultIdleTargetsKept
+	case cfg.IdleTargetsKept < 0:
+		cfg.IdleTargetsKept = 0
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	s := &Scheduler{
+		clock:      cfg.Clock,
+		aging:      cfg.AgingInterval,
+		maxPending: cfg.MaxPending,
+		keepIdle:   cfg.IdleTargetsKept,
+		onGrant:    cfg.OnGrant,
+		onTimeout:  cfg.OnTimeout,
+		global:     gate{key: gateKey{gate: GlobalGate}, limit: cfg.GlobalLimit},
+		gates:      make(map[gateKey]*gate),
+		lanes:      make(map[laneKey]*lane),
+		drained:    make(chan struct{}),
+	}
+	for c := range s.runnable {
+		s.runnable[c].class = Priority(c)
+	}
+	return s
+}
+
+func validate(req Request) error {
+	if !req.Priority.valid() {
+		return fmt.Errorf("%w: unknown priority %d", ErrInvalidRequest, uint8(req.Priority))
+	}
+	if len(req.Dimensions) > MaxDimensions {
+		return fmt.Errorf("%w: %d dimensions, at most %d", ErrInvalidRequest, len(req.Dimensions), MaxDimensions)
+	}
+	for i, d := range req.Dimensions {
+		switch {
+		case d.Gate == "":
+			return fmt.Errorf("%w: dimension %d has no gate name", ErrInvalidRequest, i)
+		case d.Gate == GlobalGate:
+			return fmt.Errorf("%w: gate %s is implied, not a dimension", ErrInvalidRequest, GlobalGate)
+		case d.Limit <= 0:
+			// Reject rather than guess "unlimited" or "closed": either guess
+			// would hide a configuration bug.
+			return fmt.Errorf("%w: gate %s %q has limit %d", ErrInvalidRequest, d.Gate, d.Label, d.Limit)
+		}
+		for _, e := range req.Dimensions[:i] {
+			if e.Gate == d.Gate && e.ID == d.ID {
+				return fmt.Errorf("%w: duplicate dimension %s %q", ErrInvalidRequest, d.Gate, d.Label)
+			}
+		}
+	}
+	return nil
+}
+
+// Acquire admits one attempt: it returns a Lease holding the global slot and
+// one slot of every dimension, or an error: ErrInvalidRequest (wrapped),
+// ErrClosed, ErrQueueFull, *TimeoutError, or an error wrapping ctx.Err()
+// when ctx ends first. It never holds any slot while it waits.
+func (s *Scheduler) Acquire(ctx context.Context, req Request) (*Lease, error) {
+	l, w, err := s.try(ctx, req)
+	switch {
+	case w != nil:
+		return s.wait(ctx, w)
+	case l != nil:
+		s.observeGrant(l, req.Priority, 0)
+	case s.onTimeout != nil:
+		if te, ok := err.(*TimeoutError); ok {
+			s.onTimeout(te.Gate)
+		}
+	}
+	return l, err
+}
+
+// try decides at once: a lease when there is room now, a queued waiter when
+// the attempt must wait, or an error. It never blocks, which also lets tests
+// drive the scheduler from one goroutine.
+func (s *Scheduler) try(ctx context.Context, req Request) (*Lease, *waiter, error) {
+	if err := validate(req); err != nil {
+		return nil, nil, err
+	}
+	n := len(req.Dimensions)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		s.global.rejected++
+		return nil, nil, ErrClosed
+	}
+	var gs [MaxDimensions]*gate
+	for i, d := range req.Dimensions {
+		gs[i] = s.resolve(d)
+	}
+	if err := ctx.Err(); err != nil {
+		s.count(gs[:n], func(g *gate) { g.cancelled++ })
+		s.settleAll(gs[:n])
+		return nil, nil, fmt.Errorf("gateway admission: %w", err)
+	}
+	now := s.clock.Now()
+
+	// Fast path. It is fair even with attempts queued: while the global gate
+	// has room, every queued attempt is blocked by one of its dimensions
+	// (dispatch's invariant), so this attempt passes no one who could run.
+	if s.room(gs[:n]) {
+		return s.activate(req.Priority, gs[:n], now, 0), nil, nil
+	}
+	if req.Budget <= 0 {
+		blamed := s.blockingGate(gs[:n])
+		s.count(gs[:n], func(g *gate) { g.timedOut++ })
+		s.settleAll(gs[:n])
+		return nil, nil, &TimeoutError{Gate: blamed, Budget: req.Budget}
+	}
+	if s.pending >= s.maxPending {
+		s.count(gs[:n], func(g *gate) { g.rejected++ })
+		s.settleAll(gs[:n])
+		return nil, nil, ErrQueueFull
+	}
+	return nil, s.enqueue(req, &gs, now), nil
+}
+
+// count applies f to the global gate and to gs.
+func (s *Scheduler) count(gs []*gate, f func(*gate)) {
+	f(&s.global)
+	for _, g := range gs {
+		f(g)
+	}
+}
+
+func (s *Scheduler) room(gs []*gate) bool {
+	if s.global.full() {
+		return false
+	}
+	for _, g := range gs {
+		if g.full() {
+			return false
+		}
+	}
+	return true
+}
+
+// blockingGate names the gate to blame in a TimeoutError: the first full
+// dimension in request order, else the global gate.
+func (s *Scheduler) blockingGate(gs []*gate) string {
+	for _, g := range gs {
+		if g.full() {
+			return g.key.gate
+		}
+	}
+	return GlobalGate
+}
+
+// activate takes the slots of a grant and returns its lease.
+func (s *Scheduler) activate(p Priority, gs []*gate, now time.Time, waited time.Duration) *Lease {
+	l := &Lease{s: s, prio: p, grantedAt: now, waited: waited, holdsGlobal: true, holdsRest: len(gs) > 0}
+	l.n = uint8(copy(l.gates[:], gs))
+	s.admit(&s.global, waited)
+	for _, g := range gs {
+		s.admit(g, waited)
+	}
+	s.leases++
+	return l
+}
+
+func (s *Scheduler) enqueue(req Request, gs *[MaxDimensions]*gate, now time.Time) *waiter {
+	// Enqueue times must not go backwards in sequence order, or the head of
+	// a FIFO would no longer be its oldest attempt and aging order would
+	// break; a clock without a monotonic reading could otherwise do that.
+	if now.Before(s.lastEnq) {
+		now = s.lastEnq
+	}
+	s.lastEnq = now
+	s.seq++
+	n := len(req.Dimensions)
+	w := &waiter{
+		seq:    s.seq,
+		enq:    now,
+		base:   req.Priority,
+		budget: req.Budget,
+		n:      n,
+		gates:  *gs,
+		ready:  make(chan struct{}),
+	}
+	s.push(s.laneFor(gs[:n]), w)
+	s.count(gs[:n], func(g *gate) { g.pending++ })
+	s.pending++
+	w.timer = s.clock.AfterFunc(req.Budget, func() { s.expire(w) })
+	return w
+}
+
+// wait blocks until w's outcome is decided or ctx ends.
+func (s *Scheduler) wait(ctx context.Context, w *waiter) (*Lease, error) {
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		s.mu.Lock()
+		if w.state == stateQueued {
+			s.finish(w, stateCancelled, s.clock.Now())
+			s.mu.Unlock()
+			return nil, fmt.Errorf("gateway admission wait: %w", ctx.Err())
+		}
+		s.mu.Unlock()
+		// Another outcome got the lock first; it is final.
+	}
+	switch w.state {
+	case stateGranted:
+		if err := ctx.Err(); err != nil {
+			// Granted at the moment the caller gave up: the caller will not
+			// use the slot, so give it back now rather than leak it.
+			s.reclaim(w.lease)
+			s.observeGrant(nil, w.base, w.lease.waited)
+			return nil, fmt.Errorf("gateway admission wait: %w", err)
+		}
+		s.observeGrant(w.lease, w.base, w.lease.waited)
+		return w.lease, nil
+	case stateTimedOut:
+		if s.onTimeout != nil {
+			s.onTimeout(w.timeout.Gate)
+		}
+		return nil, w.timeout
+	default:
+		return nil, ErrClosed
+	}
+}
+
+// observeGrant runs OnGrant. Should the observer panic, l is released first:
+// the caller never got the lease, so nobody else could release it.
+func (s *Scheduler) observeGrant(l *Lease, p Priority, waited time.Duration) {
+	if s.onGrant == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			l.Release()
+			panic(r)
+		}
+	}()
+	s.onGrant(p, waited)
+}
+
+// grantQueued gives w its slots; the caller holds s.mu and has checked room.
+func (s *Scheduler) grantQueued(w *waiter, now time.Time) {
+	waited := max(now.Sub(w.enq), 0)
+	s.leave(w, now)
+	w.lease = s.activate(w.base, w.gates[:w.n], now, waited)
+	w.state = stateGranted
+	close(w.ready)
+}
+
+// finish ends w with a failure outcome; the caller holds s.mu.
+func (s *Scheduler) finish(w *waiter, state waitState, now time.Time) {
+	gs := w.gates[:w.n]
+	switch state {
+	case stateTimedOut:
+		w.timeout = &TimeoutError{Gate: s.blockingGate(gs), Budget: w.budget}
+		s.count(gs, func(g *gate) { g.timedOut++ })
+	case stateCancelled:
+		s.count(gs, func(g *gate) { g.cancelled++ })
+	case stateClosed:
+		s.count(gs, func(g *gate) { g.rejected++ })
+	}
+	s.leave(w, now)
+	w.state = state
+	close(w.ready)
+	s.settleAll(gs)
+}
+
+// leave takes w out of the queue and books the promotions it got.
+func (s *Scheduler) leave(w *waiter, now time.Time) {
+	s.unlink(w)
+	promoted := uint64(w.base - s.effective(w, now))
+	s.count(w.gates[:w.n], func(g *gate) {
+		g.pending--
+		g.promotions += promoted
+	})
+	s.pending--
+	w.timer.Stop()
+}
+
+// expire is the budget timer of w.
+func (s *Scheduler) expire(w *waiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.state == stateQueued {
+		s.finish(w, stateTimedOut, s.clock.Now())
+	}
+}
+
+// reclaim returns a lease granted to a caller that had already given up.
+func (s *Scheduler) reclaim(l *Lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count(l.gates[:l.n], func(g *gate) {
+		g.cancelled++
+		g.reclaimed++
+	})
+	s.release(l, true, s.clock.Now())
+}
+
+// Close rejects everything still queued with ErrClosed, refuses new
+// Acquires, then waits until every lease is fully released or ctx ends. The
+// caller decides when: main calls it only after the shutdown grace period,
+// so until then queued and active work keep their places. Calling it again
+// only waits again.
+func (s *Scheduler) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		var queued []*waiter
+		for _, ln := range s.lanes {
+			for c := range ln.queues {
+				for w := ln.queues[c].head; w != nil; w = w.next {
+					queued = append(queued, w)
+				}
+			}
+		}
+		now := s.clock.Now()
+		for _, w := range queued {
+			s.finish(w, stateClosed, now)
+		}
+		if s.leases == 0 {
+			close(s.drained)
+		}
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.drained:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("gateway admission close: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,123 @@
+package admission
+
+import (
+	"cmp"
+	"slices"
+)
+
+// GateStats describes one gate. Counters are cumulative since the gate was
+// created; an idle gate keeps them until it is discarded (see
+// Config.IdleTargetsKept).
+type GateStats struct {
+	Gate       string `json:"gate"`
+	ID         string `json:"id,omitempty"`
+	Label      string `json:"label,omitempty"`
+	Limit      int    `json:"limit"`
+	Active     int    `json:"active"`
+	Pending    int    `json:"pending"`
+	Admitted   uint64 `json:"admitted"`
+	Released   uint64 `json:"released"`
+	TimedOut   uint64 `json:"timed_out"`
+	Cancelled  uint64 `json:"cancelled"`
+	Rejected   uint64 `json:"rejected"`
+	Promotions uint64 `json:"aging_promotions"`
+	Peak       int    `json:"peak_active"`
+	// Reclaimed counts grants that raced with the caller's context ending:
+	// the slot was given back at once. They are included in Admitted,
+	// Released and Cancelled (see the package doc for the invariant).
+	Reclaimed        uint64  `json:"reclaimed"`
+	WaitTotalSeconds float64 `json:"wait_total_seconds"`
+	WaitAvgSeconds   float64 `json:"wait_avg_seconds"`
+	WaitMaxSeconds   float64 `json:"wait_max_seconds"`
+}
+
+// Snapshot is a consistent view of every gate at one moment.
+type Snapshot struct {
+	Global  GateStats   `json:"global"`
+	Targets []GateStats `json:"targets"` // every dimension gate, sorted by Gate, Label, ID
+	Pending int         `json:"pending"` // queued attempts overall
+	Closed  bool        `json:"closed"`
+}
+
+// Stats returns a snapshot. Promotions include those of attempts still
+// queued (computed at this moment), which costs a walk over the queue; it
+// is meant for the admin endpoint, not for every scrape (see GlobalUsage).
+func (s *Scheduler) Stats() Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+
+	// Aging is lazy, so promotions of still-queued attempts exist only as a
+	// function of the clock; add them here so the numbers move while the
+	// attempts wait, not only when they leave.
+	live := make(map[*gate]uint64)
+	var liveGlobal uint64
+	for _, ln := range s.lanes {
+		var sum uint64
+		for c := range ln.queues {
+			for w := ln.queues[c].head; w != nil; w = w.next {
+				sum += uint64(w.base - s.effective(w, now))
+			}
+		}
+		if sum == 0 {
+			continue
+		}
+		liveGlobal += sum
+		for _, g := range ln.key.g[:ln.key.n] {
+			live[g] += sum
+		}
+	}
+
+	snap := Snapshot{
+		Global:  gateStats(&s.global, liveGlobal),
+		Targets: make([]GateStats, 0, len(s.gates)),
+		Pending: s.pending,
+		Closed:  s.closed,
+	}
+	for _, g := range s.gates {
+		snap.Targets = append(snap.Targets, gateStats(g, live[g]))
+	}
+	slices.SortFunc(snap.Targets, func(a, b GateStats) int {
+		return cmp.Or(cmp.Compare(a.Gate, b.Gate), cmp.Compare(a.Label, b.Label), cmp.Compare(a.ID, b.ID))
+	})
+	return snap
+}
+
+func gateStats(g *gate, livePromotions uint64) GateStats {
+	st := GateStats{
+		Gate:             g.key.gate,
+		ID:               g.key.id,
+		Label:            g.label,
+		Limit:            g.limit,
+		Active:           g.active,
+		Pending:          g.pending,
+		Admitted:         g.admitted,
+		Released:         g.released,
+		TimedOut:         g.timedOut,
+		Cancelled:        g.cancelled,
+		Rejected:         g.rejected,
+		Promotions:       g.promotions + livePromotions,
+		Peak:             g.peak,
+		Reclaimed:        g.reclaimed,
+		WaitTotalSeconds: g.waitTotal.Seconds(),
+		WaitMaxSeconds:   g.waitMax.Seconds(),
+	}
+	if g.admitted > 0 {
+		st.WaitAvgSeconds = g.waitTotal.Seconds() / float64(g.admitted)
+	}
+	return st
+}
+
+// Idle reports that nothing is held or queued anywhere.
+func (s *Scheduler) Idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending == 0 && s.leases == 0
+}
+
+// GlobalUsage is a cheap, allocation-free read for gauges scraped often.
+func (s *Scheduler) GlobalUsage() (limit, active, pending int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.global.limit, s.global.active, s.pending
+}

@@ -1,0 +1,168 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestSnapshotJSON protects the keys of GET /admin/admission.
+func TestSnapshotJSON(t *testing.T) {
+	s := New(Config{GlobalLimit: 3, Clock: newFakeClock()})
+	l := mustAcquire(t, s, req(Interactive, 0, target("d1", 2)))
+	defer l.Release()
+	b, err := json.Marshal(s.Stats())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"global", "targets", "pending", "closed"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("snapshot JSON lacks %q: %s", k, b)
+		}
+	}
+	targets := doc["targets"].([]any)
+	if len(targets) != 1 {
+		t.Fatalf("targets = %v", targets)
+	}
+	tg := targets[0].(map[string]any)
+	for _, k := range []string{"gate", "id", "label", "limit", "active", "pending", "admitted", "released",
+		"timed_out", "cancelled", "rejected", "aging_promotions", "peak_active",
+		"wait_total_seconds", "wait_avg_seconds", "wait_max_seconds"} {
+		if _, ok := tg[k]; !ok {
+			t.Errorf("target JSON lacks %q: %v", k, tg)
+		}
+	}
+	if tg["gate"] != TargetGate || tg["id"] != "d1" || tg["label"] != "provider-d1" || tg["limit"] != 2.0 || tg["active"] != 1.0 {
+		t.Errorf("target JSON values: %v", tg)
+	}
+	global := doc["global"].(map[string]any)
+	if _, ok := global["id"]; ok {
+		t.Errorf("global gate JSON has an id: %v", global)
+	}
+	if global["gate"] != GlobalGate || global["limit"] != 3.0 {
+		t.Errorf("global JSON values: %v", global)
+	}
+}
+
+// TestSnapshotTargetsSorted protects a stable display order.
+func TestSnapshotTargetsSorted(t *testing.T) {
+	s := New(Config{Clock: newFakeClock()})
+	for _, d := range []Dimension{
+		{Gate: TargetGate, ID: "z", Label: "b", Limit: 1},
+		{Gate: TargetGate, ID: "y", Label: "a", Limit: 1},
+		{Gate: "gateway_client", ID: "c", Label: "app", Limit: 1},
+		{Gate: TargetGate, ID: "x", Label: "b", Limit: 1},
+	} {
+		mustAcquire(t, s, Request{Dimensions: []Dimension{d}}).Release()
+	}
+	var got []string
+	for _, g := range s.Stats().Targets {
+		got = append(got, g.Gate+"/"+g.Label+"/"+g.ID)
+	}
+	want := []string{"gateway_client/app/c", TargetGate + "/a/y", TargetGate + "/b/x", TargetGate + "/b/z"}
+	if !equal(got, want) {
+		t.Fatalf("targets order %v, want %v", got, want)
+	}
+}
+
+// TestIdleTargetsDiscarded protects memory from ephemeral identities: only
+// the most recently idle gates keep their counters.
+func TestIdleTargetsDiscarded(t *testing.T) {
+	s := New(Config{IdleTargetsKept: 2, Clock: newFakeClock()})
+	for i := range 1000 {
+		mustAcquire(t, s, req(Interactive, 0, target(fmt.Sprint(i), 1))).Release()
+	}
+	snap := s.Stats()
+	if len(snap.Targets) != 2 || snap.Targets[0].ID != "998" || snap.Targets[1].ID != "999" {
+		t.Fatalf("kept targets %+v, want 998 and 999", snap.Targets)
+	}
+	if len(s.gates) != 2 {
+		t.Fatalf("gates map holds %d, want 2", len(s.gates))
+	}
+	// A busy gate is never discarded, whatever the churn around it.
+	busy := mustAcquire(t, s, req(Interactive, 0, target("busy", 1)))
+	for i := range 10 {
+		mustAcquire(t, s, req(Interactive, 0, target(fmt.Sprint("e", i), 1))).Release()
+	}
+	if got := gateOf(t, s.Stats(), TargetGate, "busy"); got.Active != 1 {
+		t.Fatalf("busy gate %+v", got)
+	}
+	busy.Release()
+	// Reviving a kept idle gate keeps its counters.
+	mustAcquire(t, s, req(Interactive, 0, target("busy", 1))).Release()
+	if got := gateOf(t, s.Stats(), TargetGate, "busy"); got.Admitted != 2 || got.Released != 2 {
+		t.Fatalf("revived gate counters %+v, want admitted 2", got)
+	}
+	if g := s.Stats().Global; g.Admitted != 1012 || g.Released != 1012 {
+		t.Fatalf("global counters %+v", g)
+	}
+
+	none := New(Config{IdleTargetsKept: -1, Clock: newFakeClock()})
+	mustAcquire(t, none, req(Interactive, 0, target("a", 1))).Release()
+	if n := len(none.Stats().Targets); n != 0 {
+		t.Fatalf("IdleTargetsKept -1 kept %d gates", n)
+	}
+}
+
+// TestGlobalUsageDoesNotAllocate protects the gauge path scraped often.
+func TestGlobalUsageDoesNotAllocate(t *testing.T) {
+	s := New(Config{GlobalLimit: 7, Clock: newFakeClock()})
+	l := mustAcquire(t, s, req(Interactive, 0))
+	defer l.Release()
+	if a := testing.AllocsPerRun(100, func() { s.GlobalUsage() }); a != 0 {
+		t.Fatalf("GlobalUsage allocates %v times", a)
+	}
+	if limit, active, pending := s.GlobalUsage(); limit != 7 || active != 1 || pending != 0 {
+		t.Fatalf("GlobalUsage = %d %d %d", limit, active, pending)
+	}
+}
+
+// TestDefaults protects the documented defaults.
+func TestDefaults(t *testing.T) {
+	s := New(Config{})
+	if limit, _, _ := s.GlobalUsage(); limit != 256 {
+		t.Errorf("default global limit %d, want 256", limit)
+	}
+	if s.maxPending != 4096 || s.aging.String() != "30s" || s.keepIdle != 64 {
+		t.Errorf("defaults: pending %d aging %s idle %d", s.maxPending, s.aging, s.keepIdle)
+	}
+	if _, ok := s.clock.(realClock); !ok {
+		t.Errorf("default clock %T", s.clock)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The real clock's budget timers work end to end.
+	s = New(Config{GlobalLimit: 1})
+	l := mustAcquire(t, s, req(Interactive, 0))
+	defer l.Release()
+	var te *TimeoutError
+	if _, err := s.Acquire(context.Background(), req(Interactive, 5*time.Millisecond)); !errors.As(err, &te) || te.Gate != GlobalGate {
+		t.Fatalf("real clock budget: err = %v, want TimeoutError", err)
+	}
+}
+
+// TestPanickingObserverDoesNotLeak protects capacity from a bug in a
+// metrics callback: the lease the caller never received is released.
+func TestPanickingObserverDoesNotLeak(t *testing.T) {
+	s := New(Config{GlobalLimit: 1, Clock: newFakeClock(), OnGrant: func(Priority, time.Duration) { panic("observer bug") }})
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("observer panic swallowed")
+			}
+		}()
+		_, _ = s.Acquire(context.Background(), req(Interactive, 0, target("a", 1)))
+	}()
+	if !s.Idle() {
+		t.Fatal("slot leaked by a panicking observer")
+	}
+}
