@@ -38,7 +38,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
 		return
 	}
-	body, err := readBody(w, r, s.opts.MaxRequestBytes)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -125,11 +125,31 @@ func requestPriority(h string, ceiling admission.Priority) (admission.Priority, 
 	return p, nil
 }
 
-// readBody reads the capped request body once; attempts replay it.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+// readBody reads the capped request body once, within the body timeout so
+// a client trickling its body cannot pin a handler; attempts replay it.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	limit := s.opts.MaxRequestBytes
 	if r.ContentLength > limit {
 		return nil, &http.MaxBytesError{Limit: limit}
 	}
+	if d := s.opts.ReadBodyTimeout; d > 0 {
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(d))
+		body, err := readCapped(w, r, limit)
+		if err != nil {
+			// Keep the expired deadline: net/http would otherwise wait for
+			// the rest of the body before answering, pinned by the very
+			// client the deadline is for.
+			w.Header().Set("Connection", "close")
+			return nil, err
+		}
+		_ = rc.SetReadDeadline(time.Time{})
+		return body, nil
+	}
+	return readCapped(w, r, limit)
+}
+
+func readCapped(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	rd := http.MaxBytesReader(w, r.Body, limit)
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {

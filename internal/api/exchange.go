@@ -48,6 +48,9 @@ func (x *exchange) Execute(ctx context.Context, a *candidates.Attempt) error {
 	prov := c.Provider()
 	client := x.s.opts.Upstreams[prov.Name]
 	admitted := time.Now()
+	if h := x.s.opts.TestHook; h != nil {
+		h("attempt")
+	}
 
 	var firstByte, idle time.Duration
 	if a.Stream {
@@ -133,6 +136,9 @@ func (x *exchange) relayStream(ctx context.Context, a *candidates.Attempt, resp 
 			}
 			a.OnStreaming()
 			hold.FirstBody()
+			if h := x.s.opts.TestHook; h != nil {
+				h("streaming")
+			}
 			continue
 		}
 		watch.Activity()

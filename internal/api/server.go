@@ -50,6 +50,11 @@ type Options struct {
 	Logger             *slog.Logger
 	OnPanic            func()                // counts panics; optional
 	OnPlan             func(d time.Duration) // observes planning time; optional
+	ReadBodyTimeout    time.Duration         // bounds reading a request body; 0 = none
+	// TestHook, when set, is called at named points of an attempt
+	// ("attempt" before the provider call, "streaming" after the first
+	// event reached the client). Fault tests use it to inject panics.
+	TestHook func(point string)
 }
 
 // Server is the HTTP handler of the gateway.
@@ -106,6 +111,9 @@ func New(opts Options) *Server {
 	s.router = r
 	return s
 }
+
+// SetTestHook installs Options.TestHook; call it before serving traffic.
+func (s *Server) SetTestHook(f func(point string)) { s.opts.TestHook = f }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }

@@ -123,11 +123,12 @@ type walk struct {
 	timedOut   bool               // the last failure was a timeout (not admission)
 	failed     int
 	retryAfter time.Duration
+	current    int // candidate being attempted, -1 before the first
 }
 
 // Run walks the candidates in order until one settles the request.
 func (r *Runner) Run(ctx context.Context, req *Request, exec Executor) Outcome {
-	w := &walk{r: r, req: req, rows: make([]report.Candidate, len(req.Candidates)), retryable: true}
+	w := &walk{r: r, req: req, rows: make([]report.Candidate, len(req.Candidates)), retryable: true, current: -1}
 	r.Record.RecordRequest(report.Request{
 		ID: req.ID, ClientRequestID: req.ClientRequestID, CreatedAt: req.Received,
 		Model: req.Model, Stream: req.Stream, Client: req.Client, Priority: req.Priority.String(),
@@ -142,9 +143,31 @@ func (r *Runner) Run(ctx context.Context, req *Request, exec Executor) Outcome {
 		}
 		r.Record.RecordCandidate(w.rows[i])
 	}
+	defer w.recordPanic()
 	out := w.run(ctx, exec)
 	w.finishRequest(out)
 	return out
+}
+
+// recordPanic keeps the ledger true when the attempt loop or an executor
+// panics: the candidate in flight fails with gateway_internal_error, the rest
+// are unused and the request fails with 500. Slots are released by the
+// attempt's own deferred Release. The panic continues to the HTTP layer,
+// which answers 500 or aborts the connection.
+func (w *walk) recordPanic() {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if w.current >= 0 {
+		switch w.rows[w.current].Status {
+		case report.CandidatePending, report.CandidateStreaming, report.CandidateAvailable:
+			w.settle(w.current, report.CandidateFailed, http.StatusInternalServerError, report.ErrorTypeInternal, "gateway panic")
+		}
+	}
+	w.finishRequest(w.stop(0, Outcome{Status: report.RequestFailed, StatusCode: http.StatusInternalServerError,
+		ErrorType: report.ErrorTypeInternal}))
+	panic(v)
 }
 
 func (w *walk) run(ctx context.Context, exec Executor) Outcome {
@@ -167,6 +190,7 @@ func (w *walk) run(ctx context.Context, exec Executor) Outcome {
 func (w *walk) attempt(ctx context.Context, i int, exec Executor) (Outcome, bool) {
 	c := &w.req.Candidates[i]
 	prov := c.Target.Provider
+	w.current = i
 	start := w.r.Now()
 	lease, err := w.r.Admit.Acquire(ctx, admission.Request{
 		Priority: w.req.Priority,

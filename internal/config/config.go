@@ -61,6 +61,9 @@ type Config struct {
 	PProf Bool `env:"GATEWAY_PPROF" envDefault:"false"`
 	// ReadHeaderTimeout cuts clients that send headers too slowly.
 	ReadHeaderTimeout time.Duration `env:"GATEWAY_READ_HEADER_TIMEOUT" envDefault:"10s"`
+	// ReadBodyTimeout bounds reading one request body (an extension of
+	// DESIGN section 3: without it a client trickling its body pins a handler).
+	ReadBodyTimeout time.Duration `env:"GATEWAY_READ_BODY_TIMEOUT" envDefault:"30s"`
 	// IdleTimeout closes idle keep-alive client connections.
 	IdleTimeout time.Duration `env:"GATEWAY_IDLE_TIMEOUT" envDefault:"120s"`
 	// StreamWriteTimeout bounds one write to a streaming client.
@@ -132,6 +135,7 @@ func (c *Config) validate() error {
 		{"GATEWAY_UPSTREAM_EXECUTION_GATE_QUEUE_BUDGET", c.QueueBudget},
 		{"GATEWAY_ADMISSION_AGING_INTERVAL", c.AgingInterval},
 		{"GATEWAY_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout},
+		{"GATEWAY_READ_BODY_TIMEOUT", c.ReadBodyTimeout},
 		{"GATEWAY_STREAM_WRITE_TIMEOUT", c.StreamWriteTimeout},
 	}
 	for _, p := range positive {

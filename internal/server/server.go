@@ -89,7 +89,8 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		Planner: planner, Runner: runner, Upstreams: g.Upstreams, Admission: g.Scheduler, Reports: store,
 		Clients: api.NewClientKeys(routes.Clients), HoldMode: cfg.HoldMode,
 		MaxRequestBytes: int64(cfg.MaxRequestBytes), StreamWriteTimeout: cfg.StreamWriteTimeout,
-		AdminToken: cfg.AdminToken, PProf: bool(cfg.PProf), Logger: log,
+		ReadBodyTimeout: cfg.ReadBodyTimeout,
+		AdminToken:      cfg.AdminToken, PProf: bool(cfg.PProf), Logger: log,
 		Metrics: g.Metrics.Handler(), OnPanic: g.Metrics.Panic, OnPlan: g.Metrics.Planned,
 	})
 	return g, nil
