@@ -1,0 +1,99 @@
+package server_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/internal/mockupstream"
+)
+
+// stopAsync starts the drain (as SIGTERM does) and returns a channel with
+// Run's result.
+func (g *gateway) stopAsync() <-chan error {
+	g.stop()
+	g.stop = nil
+	return g.runErr
+}
+
+// TestGracefulDrain: /readyz fails at once; during the shutdown delay
+// requests are still served; then new connections are refused while the
+// stream in flight runs to completion; Run returns cleanly.
+func TestGracefulDrain(t *testing.T) {
+	g := start(t, setup{
+		env:     map[string]string{"GATEWAY_SHUTDOWN_DELAY": "400ms", "GATEWAY_SHUTDOWN_GRACE": "5s"},
+		primary: mockupstream.Behavior{Chunks: 10, ChunkInterval: 100 * time.Millisecond},
+	})
+	var wg sync.WaitGroup
+	var streamBody []byte
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, streamBody = g.post(t, chatBody(true))
+	}()
+	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
+	done := g.stopAsync()
+	waitFor(t, func() bool { code, _ := g.get(t, "/readyz", false); return code == 503 })
+	if resp, _ := g.post(t, chatBody(false)); resp.StatusCode != 200 {
+		t.Fatalf("during the shutdown delay: %d, want still served", resp.StatusCode)
+	}
+	time.Sleep(500 * time.Millisecond)
+	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := fresh.Post(g.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody(false)))
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 503 || !strings.Contains(string(b), "shutting_down") {
+			t.Fatalf("after the delay: %d %s, want refused or 503 shutting_down", resp.StatusCode, b)
+		}
+	}
+	wg.Wait()
+	if d := sseData(streamBody); len(d) == 0 || d[len(d)-1] != "[DONE]" {
+		t.Fatalf("in-flight stream was not allowed to finish: %q", d)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("drain did not finish")
+	}
+}
+
+// TestGraceExpiryCutsStreams: streams still running when the grace ends
+// are cut with the error event, never a clean end.
+func TestGraceExpiryCutsStreams(t *testing.T) {
+	g := start(t, setup{
+		env:     map[string]string{"GATEWAY_SHUTDOWN_GRACE": "300ms"},
+		primary: mockupstream.Behavior{Chunks: 100, ChunkInterval: 100 * time.Millisecond},
+	})
+	var wg sync.WaitGroup
+	var body []byte
+	var rerr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, body, rerr = g.postRaw(t, chatBody(true))
+	}()
+	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
+	begin := time.Now()
+	done := g.stopAsync()
+	wg.Wait()
+	if took := time.Since(begin); took > 3*time.Second {
+		t.Fatalf("stream cut after %v, want soon after the 300ms grace", took)
+	}
+	d := sseData(body)
+	if len(d) == 0 || !strings.Contains(d[len(d)-1], "stream_interrupted") || rerr == nil {
+		t.Fatalf("stream not cut with the error event (read err %v): %q", rerr, d)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if !g.Scheduler.Idle() {
+		t.Fatal("slots left after shutdown")
+	}
+}
