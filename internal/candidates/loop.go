@@ -230,8 +230,8 @@ func (w *walk) attempt(ctx context.Context, i int, exec Executor) (Outcome, bool
 	}
 	if err == nil {
 		w.settle(i, report.CandidateSuccess, a.Status, "", "")
-		return Outcome{Status: report.RequestSuccess, StatusCode: http.StatusOK, Committed: true,
-			FirstByte: a.FirstByte, Usage: a.Usage, HasUsage: a.HasUsage}, true
+		return w.stop(i+1, Outcome{Status: report.RequestSuccess, StatusCode: http.StatusOK, Committed: true,
+			FirstByte: a.FirstByte, Usage: a.Usage, HasUsage: a.HasUsage}), true
 	}
 	return w.classify(ctx, i, a, err)
 }

@@ -68,16 +68,20 @@ func TestGracefulDrain(t *testing.T) {
 // are cut with the error event, never a clean end.
 func TestGraceExpiryCutsStreams(t *testing.T) {
 	g := start(t, setup{
+		db:      true,
 		env:     map[string]string{"GATEWAY_SHUTDOWN_GRACE": "300ms"},
 		primary: mockupstream.Behavior{Chunks: 100, ChunkInterval: 100 * time.Millisecond},
 	})
 	var wg sync.WaitGroup
 	var body []byte
 	var rerr error
+	var id string
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, body, rerr = g.postRaw(t, chatBody(true))
+		var resp *http.Response
+		resp, body, rerr = g.postRaw(t, chatBody(true))
+		id = resp.Header.Get("X-Request-Id")
 	}()
 	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
 	begin := time.Now()
@@ -95,5 +99,11 @@ func TestGraceExpiryCutsStreams(t *testing.T) {
 	}
 	if !g.Scheduler.Idle() {
 		t.Fatal("slots left after shutdown")
+	}
+	// The records were flushed before Run returned.
+	req, rows := g.ledger(t, id)
+	wantRows(t, rows, "failed/503/gateway_shutdown(primary)", "unused/0/(backup)")
+	if req.Status != "failed" {
+		t.Fatalf("request %+v", req)
 	}
 }
