@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -87,5 +86,3 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	}
 	return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
 }
-
-var errUsage = errors.New("usage")
