@@ -1,0 +1,223 @@
+package report
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Spool frame: [payload length uint32 LE][CRC-32C of payload uint32 LE][payload].
+// The payload starts with a format version and the record kind, followed by the
+// fields in a fixed order (varints and length-prefixed strings). The CRC lets a
+// reader tell a torn or corrupt tail from data, the length lets it skip one record
+// it cannot decode (written by a newer version) without losing the rest.
+const (
+	frameHeader    = 8
+	spoolVersion   = 1
+	maxSpoolRecord = 64 << 10 // far above any sanitised record; larger means corruption
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+var errBadPayload = errors.New("malformed spool record")
+
+// appendFrame encodes rec as one frame onto buf.
+func appendFrame(buf []byte, rec *record) []byte {
+	start := len(buf)
+	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0) // header, filled in below
+	buf = append(buf, spoolVersion, byte(rec.kind))
+	switch rec.kind {
+	case kindRequest:
+		buf = appendRequest(buf, &rec.req)
+	case kindCandidate:
+		buf = appendCandidate(buf, &rec.cand)
+	}
+	payload := buf[start+frameHeader:]
+	binary.LittleEndian.PutUint32(buf[start:], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(buf[start+4:], crc32.Checksum(payload, crcTable))
+	return buf
+}
+
+func appendRequest(b []byte, r *Request) []byte {
+	b = append(b, r.ID[:]...)
+	b = appendString(b, r.ClientRequestID)
+	b = appendTime(b, r.CreatedAt)
+	b = appendString(b, r.Model)
+	b = appendBool(b, r.Stream)
+	b = appendString(b, r.Client)
+	b = appendString(b, r.Priority)
+	b = appendString(b, r.Status)
+	b = binary.AppendVarint(b, int64(r.StatusCode))
+	b = appendString(b, r.ErrorType)
+	b = binary.AppendVarint(b, int64(r.Latency))
+	b = binary.AppendVarint(b, int64(r.FirstByte))
+	b = binary.AppendVarint(b, int64(r.CandidateCount))
+	b = appendBool(b, r.HasUsage)
+	b = binary.AppendVarint(b, r.PromptTokens)
+	b = binary.AppendVarint(b, r.CompletionTokens)
+	b = binary.AppendVarint(b, r.TotalTokens)
+	return appendTime(b, r.FinishedAt)
+}
+
+func appendCandidate(b []byte, c *Candidate) []byte {
+	b = append(b, c.RequestID[:]...)
+	b = binary.AppendVarint(b, int64(c.Index))
+	b = binary.AppendVarint(b, int64(c.RetryIndex))
+	b = appendString(b, c.Provider)
+	b = appendString(b, c.Endpoint)
+	b = appendString(b, c.KeyID)
+	b = appendString(b, c.Model)
+	b = appendString(b, c.Status)
+	b = appendString(b, c.SkipReason)
+	b = binary.AppendVarint(b, int64(c.StatusCode))
+	b = appendString(b, c.ErrorType)
+	b = appendString(b, c.ErrorMessage)
+	b = binary.AppendVarint(b, int64(c.Latency))
+	b = binary.AppendVarint(b, int64(c.FirstByte))
+	b = appendTime(b, c.StartedAt)
+	b = appendTime(b, c.FinishedAt)
+	return appendTime(b, c.CreatedAt)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// appendTime stores a flag (zero or not) and Unix nanoseconds; the zero time
+// means NULL and must survive the round trip as zero.
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	return binary.AppendVarint(b, t.UnixNano())
+}
+
+// decodePayload parses a frame's payload (CRC already checked) into rec.
+func decodePayload(p []byte, rec *record) error {
+	d := decoder{b: p}
+	if d.byte() != spoolVersion {
+		return errBadPayload
+	}
+	*rec = record{kind: recordKind(d.byte())}
+	switch rec.kind {
+	case kindRequest:
+		r := &rec.req
+		d.uuid(&r.ID)
+		r.ClientRequestID = d.string()
+		r.CreatedAt = d.time()
+		r.Model = d.string()
+		r.Stream = d.bool()
+		r.Client = d.string()
+		r.Priority = d.string()
+		r.Status = d.string()
+		r.StatusCode = int(d.varint())
+		r.ErrorType = d.string()
+		r.Latency = time.Duration(d.varint())
+		r.FirstByte = time.Duration(d.varint())
+		r.CandidateCount = int(d.varint())
+		r.HasUsage = d.bool()
+		r.PromptTokens = d.varint()
+		r.CompletionTokens = d.varint()
+		r.TotalTokens = d.varint()
+		r.FinishedAt = d.time()
+	case kindCandidate:
+		c := &rec.cand
+		d.uuid(&c.RequestID)
+		c.Index = int(d.varint())
+		c.RetryIndex = int(d.varint())
+		c.Provider = d.string()
+		c.Endpoint = d.string()
+		c.KeyID = d.string()
+		c.Model = d.string()
+		c.Status = d.string()
+		c.SkipReason = d.string()
+		c.StatusCode = int(d.varint())
+		c.ErrorType = d.string()
+		c.ErrorMessage = d.string()
+		c.Latency = time.Duration(d.varint())
+		c.FirstByte = time.Duration(d.varint())
+		c.StartedAt = d.time()
+		c.FinishedAt = d.time()
+		c.CreatedAt = d.time()
+	default:
+		return errBadPayload
+	}
+	if d.bad || len(d.b) != 0 {
+		return errBadPayload
+	}
+	return nil
+}
+
+// decoder reads fields sequentially; the first malformed read sets bad and makes
+// every later read return a zero value, so callers check once at the end.
+type decoder struct {
+	b   []byte
+	bad bool
+}
+
+func (d *decoder) byte() byte {
+	if d.bad || len(d.b) < 1 {
+		d.bad = true
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) bool() bool { return d.byte() == 1 }
+
+func (d *decoder) uuid(u *uuid.UUID) {
+	if d.bad || len(d.b) < len(u) {
+		d.bad = true
+		return
+	}
+	copy(u[:], d.b)
+	d.b = d.b[len(u):]
+}
+
+func (d *decoder) varint() int64 {
+	if d.bad {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.bad = true
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string {
+	if d.bad {
+		return ""
+	}
+	n, k := binary.Uvarint(d.b)
+	if k <= 0 || n > uint64(len(d.b)-k) {
+		d.bad = true
+		return ""
+	}
+	s := string(d.b[k : k+int(n)])
+	d.b = d.b[k+int(n):]
+	return s
+}
+
+func (d *decoder) time() time.Time {
+	if d.byte() == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, d.varint()).UTC()
+}

@@ -1,0 +1,40 @@
+// Package report owns the request ledger: the Request and Candidate records,
+// the asynchronous batched writer that upserts them into Postgres, the disk spool
+// that holds them while Postgres is unreachable, the retention job, the read
+// query behind the admin timeline, and the migration command.
+//
+// It leaves to others: deciding what to record and when (the attempt loop),
+// exposing counters (internal/metrics wraps Stats), HTTP (internal/api calls
+// Timeline), and configuration (internal/config fills Options).
+//
+// # Flow
+//
+// RecordRequest and RecordCandidate copy the record into a bounded channel and
+// return; they never wait on Postgres. When the channel is full they append the
+// record to the spool themselves; only when that fails too is it dropped, counted
+// and logged (rate-limited). One batcher goroutine takes up to BatchSize records
+// or whatever arrived within FlushInterval, sanitises them, folds repeated keys
+// (available, pending, success for one candidate) into one row, and writes the
+// batch in one transaction: COPY into temp tables, then one INSERT ... ON
+// CONFLICT DO UPDATE per table. If Postgres does not answer within WriteTimeout
+// the batch is appended to the spool (one write and one fsync per batch) and the
+// connector goroutine starts probing with backoff. Once Postgres answers it runs
+// the migrations (AutoMigrate), checks the schema and wakes the batcher, which
+// replays the spool oldest segment first, then deletes it, before writing new
+// batches.
+//
+// # Guarantees
+//
+//   - Status only moves forward, enforced by the upsert's WHERE clause: a row is
+//     replaced only by a record of strictly higher rank (candidates: available <
+//     pending < streaming < terminal; requests: pending < terminal). The first
+//     terminal status is final, replays are idempotent, and records may arrive in
+//     any order (there is no foreign key between the tables for that reason).
+//   - Endpoints are stored as origins only; error messages are cut to 1 KiB on a
+//     rune boundary and stripped of bearer tokens and API-key-shaped strings; NUL
+//     bytes and invalid UTF-8 are replaced so no record can fail an insert.
+//   - A SIGKILL loses at most what is in the in-memory queue and the current
+//     partial batch. A torn spool tail is detected by its CRC and skipped with a
+//     log line.
+//   - Every goroutine is started by Start and stopped and awaited by Close.
+package report

@@ -1,0 +1,157 @@
+package report
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// merger folds the records of one batch into at most one row per key.
+//
+// It is needed because INSERT ... ON CONFLICT DO UPDATE refuses to touch the same
+// row twice in one statement, and a batch routinely holds available, pending and
+// success for the same candidate. The fold applies exactly the rules of the SQL
+// upsert (mergeCandidate and mergeRequest mirror upsertCandidatesSQL and
+// upsertRequestsSQL), treating the earlier record in the batch as the stored row,
+// so folding first and upserting once gives the same row as upserting one by one.
+// The merger is reused from batch to batch to avoid reallocating its maps.
+type merger struct {
+	reqs    []Request
+	reqN    []int // records folded into reqs[i], for exact drop accounting
+	reqIdx  map[uuid.UUID]int
+	cands   []Candidate
+	candN   []int
+	candIdx map[candidateKey]int
+}
+
+func newMerger(capacity int) *merger {
+	return &merger{
+		reqIdx:  make(map[uuid.UUID]int, capacity),
+		candIdx: make(map[candidateKey]int, capacity),
+	}
+}
+
+func (m *merger) reset() {
+	clear(m.reqs) // drop string references so the GC can reclaim them
+	clear(m.cands)
+	m.reqs = m.reqs[:0]
+	m.cands = m.cands[:0]
+	m.reqN = m.reqN[:0]
+	m.candN = m.candN[:0]
+	clear(m.reqIdx)
+	clear(m.candIdx)
+}
+
+// add folds one sanitised record into the batch, keeping first-seen order of keys.
+func (m *merger) add(rec *record) {
+	switch rec.kind {
+	case kindRequest:
+		if i, ok := m.reqIdx[rec.req.ID]; ok {
+			mergeRequest(&m.reqs[i], &rec.req)
+			m.reqN[i]++
+			return
+		}
+		m.reqIdx[rec.req.ID] = len(m.reqs)
+		m.reqs = append(m.reqs, rec.req)
+		m.reqN = append(m.reqN, 1)
+	case kindCandidate:
+		k := rec.cand.key()
+		if i, ok := m.candIdx[k]; ok {
+			mergeCandidate(&m.cands[i], &rec.cand)
+			m.candN[i]++
+			return
+		}
+		m.candIdx[k] = len(m.cands)
+		m.cands = append(m.cands, rec.cand)
+		m.candN = append(m.candN, 1)
+	}
+}
+
+// mergeCandidate applies an incoming record to a stored one under the rank rule.
+func mergeCandidate(stored, in *Candidate) {
+	if candidateRank[in.Status] <= candidateRank[stored.Status] {
+		return
+	}
+	m := *in
+	m.Provider = coalesceString(in.Provider, stored.Provider)
+	m.Endpoint = coalesceString(in.Endpoint, stored.Endpoint)
+	m.KeyID = coalesceString(in.KeyID, stored.KeyID)
+	m.Model = coalesceString(in.Model, stored.Model)
+	m.SkipReason = coalesceString(in.SkipReason, stored.SkipReason)
+	m.StatusCode = coalesceInt(in.StatusCode, stored.StatusCode)
+	m.ErrorType = coalesceString(in.ErrorType, stored.ErrorType)
+	m.ErrorMessage = coalesceString(in.ErrorMessage, stored.ErrorMessage)
+	m.Latency = coalesceDuration(in.Latency, stored.Latency)
+	m.FirstByte = coalesceDuration(in.FirstByte, stored.FirstByte)
+	m.StartedAt = earliest(in.StartedAt, stored.StartedAt)
+	m.FinishedAt = coalesceTime(in.FinishedAt, stored.FinishedAt)
+	m.CreatedAt = stored.CreatedAt
+	*stored = m
+}
+
+// mergeRequest applies an incoming request record to a stored one.
+func mergeRequest(stored, in *Request) {
+	if requestRank[in.Status] <= requestRank[stored.Status] {
+		return
+	}
+	m := *in
+	m.ClientRequestID = coalesceString(in.ClientRequestID, stored.ClientRequestID)
+	m.Model = coalesceString(in.Model, stored.Model)
+	m.Stream = in.Stream || stored.Stream
+	m.Client = coalesceString(in.Client, stored.Client)
+	m.Priority = coalesceString(in.Priority, stored.Priority)
+	m.StatusCode = coalesceInt(in.StatusCode, stored.StatusCode)
+	m.ErrorType = coalesceString(in.ErrorType, stored.ErrorType)
+	m.Latency = coalesceDuration(in.Latency, stored.Latency)
+	m.FirstByte = coalesceDuration(in.FirstByte, stored.FirstByte)
+	m.CandidateCount = max(in.CandidateCount, stored.CandidateCount)
+	if !in.HasUsage && stored.HasUsage {
+		m.HasUsage = true
+		m.PromptTokens, m.CompletionTokens, m.TotalTokens = stored.PromptTokens, stored.CompletionTokens, stored.TotalTokens
+	}
+	m.FinishedAt = coalesceTime(in.FinishedAt, stored.FinishedAt)
+	m.CreatedAt = stored.CreatedAt
+	*stored = m
+}
+
+func coalesceString(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func coalesceInt(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+func coalesceDuration(a, b time.Duration) time.Duration {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+func coalesceTime(a, b time.Time) time.Time {
+	if !a.IsZero() {
+		return a
+	}
+	return b
+}
+
+// earliest is SQL LEAST over nullable timestamps: NULL (zero) loses.
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero():
+		return a
+	case b.Before(a):
+		return b
+	default:
+		return a
+	}
+}

@@ -1,0 +1,251 @@
+package report
+
+import (
+	"math"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+const (
+	// maxMessageBytes bounds error_message: enough for an upstream's error summary,
+	// small enough that a provider dumping a whole HTML page does not bloat the ledger.
+	maxMessageBytes = 1024
+	// maxFieldBytes bounds every other text column. None of them is legitimately
+	// this long; the bound keeps one spool record far below maxSpoolRecord.
+	maxFieldBytes = 1024
+	// redactWindow is how much of a message is scanned for secrets. It is larger
+	// than maxMessageBytes so that a token straddling the final cut is still
+	// recognised as a whole, and small enough that a huge message costs little.
+	redactWindow = 4 * maxMessageBytes
+)
+
+// secretPatterns match what looks like a credential in free text. Upstream error
+// bodies sometimes echo the request's Authorization header or a key in a URL; the
+// ledger is read by operators who must never see a key through it. False positives
+// (an English word after "Bearer") are an acceptable price.
+var secretPatterns = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	// "Authorization: Bearer xxx", "authorization=xxx", JSON "authorization":"xxx".
+	{regexp.MustCompile(`(?i)(authorization["']?\s*[:=]\s*["']?)(?:(?:bearer|basic|token)\s+)?[^\s"'&,;]+`), "${1}[REDACTED]"},
+	{regexp.MustCompile(`(?i)\bbearer\s+[A-Za-z0-9._~+/=-]+`), "Bearer [REDACTED]"},
+	// "api_key: xxx", "x-api-key=xxx", "access_token=xxx", "password: xxx".
+	{regexp.MustCompile(`(?i)((?:api[_-]?key|access[_-]?token|refresh[_-]?token|client[_-]?secret|secret|password)["']?\s*[:=]\s*["']?)[^\s"'&,;]+`), "${1}[REDACTED]"},
+	// Keys in query strings (Google style ?key=..., SAS signatures).
+	{regexp.MustCompile(`(?i)([?&](?:key|token|sig|signature)=)[^&\s"']+`), "${1}[REDACTED]"},
+	// Well-known key shapes: OpenAI/Anthropic "sk-...", Stripe-like "sk_live_...",
+	// Google "AIza...", GitHub "ghp_...". '*' is included because providers echo
+	// keys half-masked ("sk-abc123****xyz9"), which still fingerprints the key.
+	{regexp.MustCompile(`\b(sk|rk|pk)[-_][A-Za-z0-9_*-]{6,}`), "${1}-[REDACTED]"},
+	{regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{20,}`), "[REDACTED]"},
+	{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{20,}`), "[REDACTED]"},
+	// Credentials in a URL's userinfo.
+	{regexp.MustCompile(`(://)[^/\s@]+@`), "${1}[REDACTED]@"},
+}
+
+// secretTriggers are substrings (compared ASCII case-insensitively) of which
+// every secretPatterns match contains at least one. Most strings contain none,
+// and checking for them is far cheaper than running the regexps: without this
+// filter redaction was 60% of the writer's CPU time.
+var secretTriggers = []string{
+	"authorization", "bearer", "key", "token", "secret", "password", "sig",
+	"sk-", "sk_", "rk-", "rk_", "pk-", "pk_", "aiza", "gh", "://",
+}
+
+// redactSecrets replaces anything that looks like a credential.
+func redactSecrets(s string) string {
+	if !mayHoldSecret(s) {
+		return s
+	}
+	for _, p := range secretPatterns {
+		s = p.re.ReplaceAllString(s, p.repl)
+	}
+	return s
+}
+
+func mayHoldSecret(s string) bool {
+	for _, t := range secretTriggers {
+		if containsFoldASCII(s, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFoldASCII reports whether s contains the lower-case ASCII string sub,
+// ignoring ASCII case in s, without allocating.
+func containsFoldASCII(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		j := 0
+		for ; j < len(sub); j++ {
+			c := s[i+j]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				break
+			}
+		}
+		if j == len(sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanText makes s safe for a Postgres text column: valid UTF-8 (Postgres rejects
+// invalid sequences with an error that would fail the whole batch), no NUL bytes
+// (which text cannot hold at all), and at most max bytes, cut on a rune boundary.
+// The common case, an already clean short string, returns s without allocating.
+func cleanText(s string, max int) string {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	return truncateUTF8(s, max)
+}
+
+// truncateUTF8 cuts a valid UTF-8 string to at most max bytes without splitting a
+// rune.
+func truncateUTF8(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	i := max
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}
+
+// cleanMessage prepares an error message for storage: clean, redacted, 1 KiB.
+func cleanMessage(s string) string {
+	if s == "" {
+		return s
+	}
+	s = cleanText(s, redactWindow)
+	s = redactSecrets(s)
+	return truncateUTF8(s, maxMessageBytes)
+}
+
+// originOf reduces an endpoint to scheme://host[:port]. The gateway is expected
+// to pass an origin already; this is the writer's own defence so that a path,
+// a query (Azure api-version, a ?key=) or userinfo never reaches the ledger.
+func originOf(s string) string {
+	if s == "" {
+		return s
+	}
+	if i := strings.Index(s, "://"); i > 0 && !strings.ContainsAny(s[i+3:], "/?#@") {
+		return s // already an origin
+	}
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Host != "" {
+		return u.Scheme + "://" + u.Host
+	}
+	// Not a parseable absolute URL. Strip conservatively: everything up to the last
+	// '@' may be credentials (a password may even contain '/'), and everything
+	// from the first '/', '?' or '#' after the host is path or query.
+	scheme := ""
+	if i := strings.Index(s, "://"); i >= 0 {
+		scheme, s = s[:i+3], s[i+3:]
+	}
+	if at := strings.LastIndexByte(s, '@'); at >= 0 {
+		s = s[at+1:]
+	}
+	if end := strings.IndexAny(s, "/?#"); end >= 0 {
+		s = s[:end]
+	}
+	return scheme + s
+}
+
+// nonNegative maps negative durations (clock steps, bugs) to zero, which is stored
+// as NULL rather than as a nonsensical negative latency.
+func nonNegative(d time.Duration) time.Duration {
+	return max(d, 0)
+}
+
+// fitsInt32 reports whether v fits a Postgres integer column; a value that does
+// not would fail the whole batch with "out of range".
+func fitsInt32(v int) bool {
+	return v >= math.MinInt32 && v <= math.MaxInt32
+}
+
+// sanitizeCandidate cleans c in place and reports why it cannot be stored at all
+// ("" when it can). now fills a missing CreatedAt.
+func sanitizeCandidate(c *Candidate, now time.Time) (reject string) {
+	if _, ok := candidateRank[c.Status]; !ok {
+		return "unknown candidate status"
+	}
+	if c.RequestID == uuid.Nil {
+		return "nil request id"
+	}
+	if c.Index < 0 || c.RetryIndex < 0 || !fitsInt32(c.Index) || !fitsInt32(c.RetryIndex) {
+		return "candidate index out of range"
+	}
+	c.Provider = cleanText(c.Provider, maxFieldBytes)
+	c.Endpoint = cleanText(originOf(c.Endpoint), maxFieldBytes)
+	if c.KeyID != "" {
+		// A key id is meant to be a label or fingerprint; redact in case a caller
+		// passed the key itself.
+		c.KeyID = cleanText(redactSecrets(cleanText(c.KeyID, maxFieldBytes)), maxFieldBytes)
+	}
+	c.Model = cleanText(c.Model, maxFieldBytes)
+	c.SkipReason = cleanText(c.SkipReason, maxFieldBytes)
+	c.ErrorType = cleanText(c.ErrorType, maxFieldBytes)
+	c.ErrorMessage = cleanMessage(c.ErrorMessage)
+	if !fitsInt32(c.StatusCode) || c.StatusCode < 0 {
+		c.StatusCode = 0
+	}
+	c.Latency = nonNegative(c.Latency)
+	c.FirstByte = nonNegative(c.FirstByte)
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = now
+	}
+	return ""
+}
+
+// sanitizeRequest is sanitizeCandidate for requests.
+func sanitizeRequest(r *Request, now time.Time) (reject string) {
+	if _, ok := requestRank[r.Status]; !ok {
+		return "unknown request status"
+	}
+	if r.ID == uuid.Nil {
+		return "nil request id"
+	}
+	r.ClientRequestID = cleanText(r.ClientRequestID, maxFieldBytes)
+	r.Model = cleanText(r.Model, maxFieldBytes)
+	r.Client = cleanText(r.Client, maxFieldBytes)
+	r.Priority = cleanText(r.Priority, maxFieldBytes)
+	r.ErrorType = cleanText(r.ErrorType, maxFieldBytes)
+	if !fitsInt32(r.StatusCode) || r.StatusCode < 0 {
+		r.StatusCode = 0
+	}
+	if !fitsInt32(r.CandidateCount) || r.CandidateCount < 0 {
+		r.CandidateCount = 0
+	}
+	r.Latency = nonNegative(r.Latency)
+	r.FirstByte = nonNegative(r.FirstByte)
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = now
+	}
+	return ""
+}
+
+// sanitize cleans rec in place; see sanitizeCandidate.
+func (rec *record) sanitize(now time.Time) (reject string) {
+	switch rec.kind {
+	case kindRequest:
+		return sanitizeRequest(&rec.req, now)
+	case kindCandidate:
+		return sanitizeCandidate(&rec.cand, now)
+	default:
+		return "unknown record kind"
+	}
+}
