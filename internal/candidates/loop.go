@@ -420,7 +420,16 @@ func (w *walk) skipProvider(i int) {
 		if w.req.Candidates[j].Target.Provider == prov && w.rows[j].Status == report.CandidateAvailable {
 			w.rows[j].Status, w.rows[j].SkipReason = report.CandidateSkipped, "provider_failed"
 			w.r.Record.RecordCandidate(w.rows[j])
+			w.observeUntried(j)
 		}
+	}
+}
+
+// observeUntried counts an unused or skipped candidate, so candidate
+// outcomes in metrics add up to every planned candidate.
+func (w *walk) observeUntried(j int) {
+	if w.r.Observe != nil {
+		w.r.Observe.CandidateDone(&w.req.Candidates[j], w.rows[j].Status, "", 0)
 	}
 }
 
@@ -437,6 +446,7 @@ func (w *walk) stop(from int, out Outcome) Outcome {
 		if w.rows[j].Status == report.CandidateAvailable {
 			w.rows[j].Status = report.CandidateUnused
 			w.r.Record.RecordCandidate(w.rows[j])
+			w.observeUntried(j)
 		}
 	}
 	return out
