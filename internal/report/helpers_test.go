@@ -5,8 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,121 +183,6 @@ func lifecycle(id uuid.UUID, index int) []Candidate {
 	success := streaming
 	success.Status, success.Latency, success.FinishedAt = CandidateSuccess, 900*time.Millisecond, started.Add(900*time.Millisecond)
 	return []Candidate{avail, pending, streaming, success}
-}
-
-// tcpProxy forwards a loopback port to Postgres and can be taken down and
-// brought back on the same port, to simulate an outage without touching the
-// server.
-type tcpProxy struct {
-	t      testing.TB
-	target string
-	addr   string
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-func newProxy(t testing.TB, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	p := &tcpProxy{t: t, target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
-	_ = ln.Close() // start down; up() listens on the same port
-	t.Cleanup(p.down)
-	return p
-}
-
-func (p *tcpProxy) up() {
-	p.t.Helper()
-	var ln net.Listener
-	var err error
-	for range 100 { // the port may linger briefly after close
-		if ln, err = net.Listen("tcp", p.addr); err == nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err != nil {
-		p.t.Fatalf("proxy listen %s: %v", p.addr, err)
-	}
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.serve(c)
-		}
-	}()
-}
-
-func (p *tcpProxy) serve(c net.Conn) {
-	u, err := net.Dial("tcp", p.target)
-	if err != nil {
-		_ = c.Close()
-		return
-	}
-	p.mu.Lock()
-	p.conns[c], p.conns[u] = struct{}{}, struct{}{}
-	p.mu.Unlock()
-	pipe := func(dst, src net.Conn) {
-		defer p.wg.Done()
-		_, _ = io.Copy(dst, src)
-		_ = dst.Close()
-		_ = src.Close()
-	}
-	p.wg.Add(2)
-	go pipe(u, c)
-	go pipe(c, u)
-}
-
-// down closes the listener and every proxied connection, like a server crash.
-func (p *tcpProxy) down() {
-	p.mu.Lock()
-	if p.ln != nil {
-		_ = p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	clear(p.conns)
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-// viaProxy rewrites a DSN to connect through the proxy.
-func viaProxy(t testing.TB, dsn string, p *tcpProxy) string {
-	t.Helper()
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatalf("parse dsn: %v", err)
-		}
-		u.Host = p.addr
-		return u.String()
-	}
-	host, port, _ := net.SplitHostPort(p.addr)
-	return dsn + " host=" + host + " port=" + port
-}
-
-// targetOf returns host:port of a DSN's server.
-func targetOf(t testing.TB, dsn string) string {
-	t.Helper()
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatalf("parse dsn: %v", err)
-	}
-	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 }
 
 // String shows pointed-to values, so rows can be compared and printed.

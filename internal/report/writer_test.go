@@ -75,8 +75,8 @@ func TestWriteAndCloseDrains(t *testing.T) {
 // when Postgres answers again (twice over) every row is there exactly once.
 func TestOutageSpoolsAndReplaysExactlyOnce(t *testing.T) {
 	dsn := pgtest.DatabaseURL(t) // not migrated: AutoMigrate must do it on connect
-	proxy := newProxy(t, targetOf(t, dsn))
-	w, _ := newTestWriter(t, viaProxy(t, dsn, proxy), func(o *Options) {
+	proxy := pgtest.NewProxy(t, pgtest.TargetOf(t, dsn))
+	w, _ := newTestWriter(t, pgtest.ViaProxy(t, dsn, proxy), func(o *Options) {
 		o.AutoMigrate = true
 		o.WriteTimeout = time.Second
 	})
@@ -97,7 +97,7 @@ func TestOutageSpoolsAndReplaysExactlyOnce(t *testing.T) {
 		t.Errorf("state %q while spooling, want %q", got, StateSpooling)
 	}
 
-	proxy.up()
+	proxy.Up()
 	waitFor(t, "first replay", 15*time.Second, func() bool {
 		return w.Stats().Replayed == uint64(sent) && w.State() == StateOK
 	})
@@ -106,10 +106,10 @@ func TestOutageSpoolsAndReplaysExactlyOnce(t *testing.T) {
 	}
 
 	// Second outage while running: the connections die under the writer.
-	proxy.down()
+	proxy.Down()
 	sent += recordTerminal(w, id, 500, 500)
 	waitFor(t, "second outage spooled", 15*time.Second, func() bool { return w.Stats().Spooled == uint64(sent) })
-	proxy.up()
+	proxy.Up()
 	waitFor(t, "second replay", 15*time.Second, func() bool {
 		return w.Stats().Replayed == uint64(sent) && w.State() == StateOK
 	})
