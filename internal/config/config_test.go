@@ -118,3 +118,44 @@ func TestHoldModeResolution(t *testing.T) {
 		})
 	}
 }
+
+func FuzzByteSize(f *testing.F) {
+	for _, s := range []string{"8388608", "8MiB", " 1 KiB", "-1", "1GiB", "99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var b ByteSize
+		if err := b.UnmarshalText([]byte(s)); err == nil && b < 0 {
+			t.Fatalf("%q parsed to negative %d", s, b)
+		}
+	})
+}
+
+func FuzzBool(f *testing.F) {
+	for _, s := range []string{"yes", "OFF", " 1 ", "maybe"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var b Bool
+		err := b.UnmarshalText([]byte(s))
+		var again Bool
+		if err == nil && again.UnmarshalText([]byte(s)) != nil {
+			t.Fatal("not deterministic")
+		}
+	})
+}
+
+func FuzzDurationVariable(f *testing.F) {
+	for _, s := range []string{"250ms", "30s", "1h2m", "soon", "-1s", "0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		cfg, _, err := Load(map[string]string{"GATEWAY_UPSTREAM_EXECUTION_GATE_QUEUE_BUDGET": s})
+		if err == nil && cfg.QueueBudget <= 0 {
+			t.Fatalf("%q accepted as non-positive budget %s", s, cfg.QueueBudget)
+		}
+		if err != nil && !strings.Contains(err.Error(), "GATEWAY_UPSTREAM_EXECUTION_GATE_QUEUE_BUDGET") {
+			t.Fatalf("error does not name the variable: %v", err)
+		}
+	})
+}

@@ -37,10 +37,11 @@ func (e *StatusError) ClientFault() bool {
 }
 
 // KeyScoped reports whether the failure belongs to the key rather than the
-// provider (bad, forbidden or rate-limited key), so the provider's other keys
+// provider (bad, unpaid, forbidden or rate-limited key), so the provider's other keys
 // remain worth trying.
 func (e *StatusError) KeyScoped() bool {
-	return e.Code == http.StatusUnauthorized || e.Code == http.StatusForbidden || e.Code == http.StatusTooManyRequests
+	return e.Code == http.StatusUnauthorized || e.Code == http.StatusPaymentRequired ||
+		e.Code == http.StatusForbidden || e.Code == http.StatusTooManyRequests
 }
 
 // ProtocolError is a provider answer the gateway cannot relay: a malformed

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# make fuzz: run every fuzz target for a bounded time each (default 2m).
+# A crash leaves its input under the package's testdata/fuzz, which then
+# becomes part of the seed corpus that `make test` runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+time="${1:-2m}"
+targets=(
+  "./internal/upstream FuzzParseChatRequest"
+  "./internal/upstream FuzzEventReader"
+  "./internal/candidates FuzzParseRoutes"
+  "./internal/watchdog FuzzParseHoldMode"
+  "./internal/config FuzzByteSize"
+  "./internal/config FuzzBool"
+  "./internal/config FuzzDurationVariable"
+)
+for t in "${targets[@]}"; do
+  set -- $t
+  echo "== $2 ($1) for $time"
+  go test -run '^$' -fuzz "^$2\$" -fuzztime "$time" "$1"
+done
