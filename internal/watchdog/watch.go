@@ -9,7 +9,9 @@ import (
 
 // ErrFirstByteTimeout is the cause of a cancelled attempt whose first event
 // did not arrive in time. Its text is the record's error message.
-var ErrFirstByteTimeout = errors.New("Stream first byte timeout") //nolint:staticcheck // the message is a contract (DESIGN section 6)
+//
+//lint:ignore ST1005 the message is a contract (DESIGN section 6), stored as the record's error_message
+var ErrFirstByteTimeout = errors.New("Stream first byte timeout")
 
 // ErrIdleTimeout is the cause of a cancelled stream that went silent.
 var ErrIdleTimeout = errors.New("stream idle timeout")
