@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -96,38 +95,12 @@ func gatewayBinary(t *testing.T) string {
 // TestSIGTERMDrainsAndExitsZero: the real binary serves, and on SIGTERM
 // lets the request in flight finish and exits 0.
 func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
-	bin := gatewayBinary(t)
 	mock := mockupstream.New(mockupstream.Behavior{Identity: "primary", Chunks: 5, ChunkInterval: 100 * time.Millisecond})
 	ts := httptest.NewServer(mock)
 	defer ts.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(os.Environ(), "GATEWAY_LISTEN_ADDR="+addr, "GATEWAY_CONFIG="+writeRoutes(t, ts.URL),
-		"TEST_PRIMARY_KEY=sk-x", "GATEWAY_DATABASE_URL=", "DATABASE_URL=", "GATEWAY_LOG_FORMAT=json",
-		"GATEWAY_SHUTDOWN_GRACE=5s")
 	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway did not start: %s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	cmd, addr := startBinary(t, []string{"GATEWAY_CONFIG=" + writeRoutes(t, ts.URL), "TEST_PRIMARY_KEY=sk-x",
+		"GATEWAY_DATABASE_URL=", "DATABASE_URL=", "GATEWAY_SHUTDOWN_GRACE=5s"}, &logs)
 	type result struct {
 		code int
 		body string
