@@ -123,7 +123,8 @@ type walk struct {
 	timedOut   bool               // the last failure was a timeout (not admission)
 	failed     int
 	retryAfter time.Duration
-	current    int // candidate being attempted, -1 before the first
+	current    int                    // candidate being attempted, -1 before the first
+	dims       [1]admission.Dimension // the attempt's quota dimensions, reused across attempts
 }
 
 // Run walks the candidates in order until one settles the request.
@@ -192,13 +193,8 @@ func (w *walk) attempt(ctx context.Context, i int, exec Executor) (Outcome, bool
 	prov := c.Target.Provider
 	w.current = i
 	start := w.r.Now()
-	lease, err := w.r.Admit.Acquire(ctx, admission.Request{
-		Priority: w.req.Priority,
-		Budget:   prov.QueueBudget,
-		Dimensions: []admission.Dimension{{
-			Gate: admission.TargetGate, ID: c.Target.ID, Label: prov.Name, Limit: prov.MaxConcurrency,
-		}},
-	})
+	w.dims[0] = admission.Dimension{Gate: admission.TargetGate, ID: c.Target.ID, Label: prov.Name, Limit: prov.MaxConcurrency}
+	lease, err := w.r.Admit.Acquire(ctx, admission.Request{Priority: w.req.Priority, Budget: prov.QueueBudget, Dimensions: w.dims[:]})
 	if w.r.Observe != nil {
 		w.r.Observe.AdmissionWait(c, w.r.Now().Sub(start), err)
 	}
