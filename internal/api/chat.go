@@ -21,39 +21,39 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	received := time.Now()
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")
-		writeError(w, r, http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", "the gateway is shutting down")
+		s.reject(w, r, http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", "the gateway is shutting down")
 		return
 	}
 	clientName, ceiling := "", admission.Interactive
 	if s.opts.Clients != nil {
 		name, c, ok := s.opts.Clients.Authenticate(r.Header.Get("Authorization"))
 		if !ok {
-			writeError(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
+			s.reject(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
 			return
 		}
 		clientName, ceiling = name, c
 	}
 	prio, err := requestPriority(r.Header.Get(priorityHeader), ceiling)
 	if err != nil {
-		writeError(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
+		s.reject(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
 		return
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, r, http.StatusRequestEntityTooLarge, typeInvalidRequest, codeRequestTooLarge, "",
+			s.reject(w, r, http.StatusRequestEntityTooLarge, typeInvalidRequest, codeRequestTooLarge, "",
 				"request body is larger than the gateway's limit")
 			return
 		}
-		writeError(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", "could not read the request body")
+		s.reject(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", "could not read the request body")
 		return
 	}
 	chat, err := upstream.ParseChatRequest(body)
 	if err != nil {
 		var re *upstream.RequestError
 		errors.As(err, &re)
-		writeError(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
+		s.reject(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
 		return
 	}
 	planStart := time.Now()
@@ -62,7 +62,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.opts.OnPlan(time.Since(planStart))
 	}
 	if err != nil {
-		writeError(w, r, http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model",
+		s.reject(w, r, http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model",
 			"the model '"+chat.Model+"' does not exist on this gateway")
 		return
 	}
@@ -76,6 +76,15 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	x := newExchange(w, r, chat, s)
 	out := s.opts.Runner.Run(ctx, req, x)
 	s.finish(w, r, out)
+}
+
+// reject answers a request refused before planning (bad input, bad key,
+// unknown model, draining). It has no ledger rows: no candidate was tried.
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, status int, typ, code, param, msg string) {
+	writeError(w, r, status, typ, code, param, msg)
+	if s.opts.OnRejected != nil {
+		s.opts.OnRejected(status)
+	}
 }
 
 // finish answers a request the loop did not answer itself.

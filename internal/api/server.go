@@ -51,6 +51,7 @@ type Options struct {
 	OnPanic            func()                // counts panics; optional
 	OnPlan             func(d time.Duration) // observes planning time; optional
 	ReadBodyTimeout    time.Duration         // bounds reading a request body; 0 = none
+	OnRejected         func(status int)      // counts requests refused before planning; optional
 	// TestHook, when set, is called at named points of an attempt
 	// ("attempt" before the provider call, "streaming" after the first
 	// event reached the client). Fault tests use it to inject panics.

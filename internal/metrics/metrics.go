@@ -86,7 +86,7 @@ func New(src Sources) *Metrics {
 		Registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_requests_total",
-			Help: "Chat requests finished, by model route, final status (success, failed, cancelled) and HTTP status code.",
+			Help: "Chat requests finished, by model route, final status (success, failed, cancelled, or rejected before planning with an empty model) and HTTP status code.",
 		}, []string{"model", "status", "code"}),
 		requestDuration: histogram("gateway_request_duration_seconds",
 			"Time from receiving a chat request to its end, by model route and final status.", "model", "status"),

@@ -76,6 +76,17 @@ func (m *Metrics) RequestDone(route, status string, code int, d time.Duration) {
 	m.requestDuration.WithLabelValues(route, status).Observe(d.Seconds())
 }
 
+// Rejected counts a chat request refused before planning (bad input, bad
+// key, unknown model, draining). Its model label is empty: an unknown model
+// name is client text, never a label value.
+func (m *Metrics) Rejected(code int) {
+	cs, ok := codes[code]
+	if !ok {
+		cs = "other"
+	}
+	m.requests.WithLabelValues("", "rejected", cs).Inc()
+}
+
 // Planned implements candidates.Observer.
 func (m *Metrics) Planned(d time.Duration) { m.stage[0].Observe(d.Seconds()) }
 

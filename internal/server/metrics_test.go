@@ -138,6 +138,15 @@ func TestMetricsScenarios(t *testing.T) {
 	waitFor(t, func() bool { return g.scrape(t)[reqCancel]-before[reqCancel] == 1 })
 	delta(t, before, g.scrape(t), map[string]float64{primCancel: 1, backUnused: 1})
 
+	// Requests refused before planning are counted without a model label.
+	before = g.scrape(t)
+	g.post(t, `{"model":"no-such-model","messages":[]}`)
+	g.post(t, `{"model":`)
+	delta(t, before, g.scrape(t), map[string]float64{
+		"gateway_requests_total{code=404,model=,status=rejected}": 1,
+		"gateway_requests_total{code=400,model=,status=rejected}": 1,
+	})
+
 	// Gate gauges return to zero at idle.
 	g.assertIdle(t)
 	after := g.scrape(t)

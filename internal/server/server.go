@@ -92,6 +92,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		ReadBodyTimeout: cfg.ReadBodyTimeout,
 		AdminToken:      cfg.AdminToken, PProf: bool(cfg.PProf), Logger: log,
 		Metrics: g.Metrics.Handler(), OnPanic: g.Metrics.Panic, OnPlan: g.Metrics.Planned,
+		OnRejected: g.Metrics.Rejected,
 	})
 	return g, nil
 }
