@@ -189,3 +189,14 @@ func TestSecretTriggersCoverPatterns(t *testing.T) {
 		t.Error("an ordinary key label trips the filter")
 	}
 }
+
+func TestIsFingerprintLabel(t *testing.T) {
+	for in, want := range map[string]bool{
+		"key0-5085f53e": true, "key12-00000000": true, "key0-5085F53E": false, "key-5085f53e": false,
+		"key0-5085f53": false, "key0-5085f53ee": false, "sk-5085f53e": false, "key0-sk-abcdef": false, "": false,
+	} {
+		if got := isFingerprintLabel(in); got != want {
+			t.Errorf("isFingerprintLabel(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
