@@ -12,7 +12,9 @@ import (
 // line cannot grow the gateway's memory without limit.
 const MaxEventBytes = 4 << 20
 
-var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+// readerPool holds 4 KiB readers: SSE events are small, and a longer line is
+// read in pieces (ReadSlice's ErrBufferFull path) rather than held whole.
+var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
 
 // EventReader splits an SSE body into raw events. Each event is returned as
 // the exact bytes the provider sent, terminating blank line included, so the
