@@ -1,0 +1,217 @@
+// Command bench measures what the gateway costs: it drives the same load straight at
+// a mock upstream (direct), through a bare httputil.ReverseProxy (baseline, see
+// cmd/baselineproxy) and through the gateway with its full default path (client key,
+// planning, admission, Postgres records, metrics), and prints one markdown table with
+// latency, the latency each proxy adds over direct, throughput, CPU per request and
+// peak memory, and the issue's targets as met or missed.
+//
+// Run it with `make bench` (which builds bin/gateway and bin/mockupstream first) from
+// the repository root. Everything runs as child processes on loopback ports:
+//
+//   - open loop, non-streaming: fixed rates (500, 1000, 2000 RPS), latency measured
+//     from each request's scheduled start, so coordinated omission cannot hide stalls;
+//   - closed loop: 64 keep-alive connections as fast as they go, for throughput;
+//   - streaming at a moderate rate: time to the first and to the last chunk;
+//   - 2,000 slow streams held open at once, for the proxies' resident memory.
+//
+// Runs are interleaved and repeated: each round runs the three targets back to back
+// in a rotated order, latency figures are medians over rounds of each round's
+// percentile, and added latency is paired within a round. A neighbour that steals
+// the CPU during one run then moves one round, not the result.
+//
+// Environment: BENCH_QUICK=1 runs fewer rates, one round and shorter runs (under a
+// minute); BENCH_PPROF=DIR also captures the gateway's CPU and allocation profiles
+// under load, and its heap with the streams open, into DIR (about 30 s more); BENCH_OUT=FILE writes the report there too; BENCH_KEEP=1 keeps
+// the temp dir with the processes' logs; BENCH_BIN (default bin) holds the binaries;
+// BENCH_RECORDS=off runs the gateway without Postgres, to see what records cost;
+// BENCH_PG=shared skips scripts/pg-local.sh and uses the server on 127.0.0.1:5432.
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// What the mock upstream does for every benchmark request.
+const (
+	benchModel  = "gpt-4o-mini"
+	mockLatency = time.Millisecond // before the answer (or the stream's headers)
+	mockWords   = 20               // words of a non-streaming answer
+	// A streaming answer: this many content chunks, this far apart.
+	streamChunks   = 5
+	streamInterval = 5 * time.Millisecond
+)
+
+// settings size the benchmark; quick mode keeps it under a minute.
+type settings struct {
+	quick        bool
+	binDir       string
+	rates        []int
+	openDur      time.Duration
+	rounds       int
+	closedConns  int
+	closedDur    time.Duration
+	streamRate   int
+	streamDur    time.Duration
+	streamRounds int
+	hold         holdSpec
+	budget       time.Duration // the whole run, a safety net over the sizes above
+	pprofDir     string
+	recordsOff   bool // diagnostic: the gateway without Postgres records
+}
+
+func loadSettings() settings {
+	s := settings{
+		binDir: "bin", rates: []int{500, 1000, 2000}, openDur: 2500 * time.Millisecond, rounds: 5,
+		closedConns: 64, closedDur: 2500 * time.Millisecond,
+		streamRate: 200, streamDur: 3 * time.Second, streamRounds: 3,
+		hold:   holdSpec{streams: 2000, rampRate: 1000, hold: 4 * time.Second},
+		budget: 285 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
+		recordsOff: os.Getenv("BENCH_RECORDS") == "off",
+	}
+	if v := os.Getenv("BENCH_BIN"); v != "" {
+		s.binDir = v
+	}
+	if q := os.Getenv("BENCH_QUICK"); q != "" && q != "0" && q != "false" {
+		s.quick = true
+		s.rates, s.openDur, s.rounds = []int{1000, 2000}, 1500*time.Millisecond, 1
+		s.closedDur = 1500 * time.Millisecond
+		s.streamDur, s.streamRounds = 1500*time.Millisecond, 1
+		s.hold.hold = time.Second
+		s.budget = 57 * time.Second
+	}
+	if s.pprofDir != "" {
+		s.budget += 30 * time.Second // two extra 12 s profiled runs
+	}
+	return s
+}
+
+var logStart = time.Now()
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench %5.1fs: "+format+"\n", append([]any{time.Since(logStart).Seconds()}, args...)...)
+}
+
+func main() {
+	if err := run(); err != nil {
+		logf("%v", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	s := loadSettings()
+	if _, err := os.Stat("go.mod"); err != nil {
+		return fmt.Errorf("run from the repository root (make bench does): %w", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, s.budget)
+	defer cancel()
+	started := time.Now()
+
+	st, err := startStack(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	logf("mock %s, baseline %s, gateway %s (logs in %s)", st.mockURL, st.baselineURL, st.gateURL, st.tmp)
+
+	b := &bencher{s: s, st: st, clients: map[string]*http.Client{}, urls: map[string]string{
+		direct: st.mockURL, baseline: st.baselineURL, gateway: st.gateURL,
+	}}
+	for _, t := range targetNames {
+		b.clients[t] = newClient()
+	}
+	rep := &report{header: environment(s, st, started), records: map[string]float64{}}
+	if err := b.runAll(ctx, rep); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		rep.notes = append(rep.notes, fmt.Sprintf("**run cut short**: %v (time budget %v); the table holds what finished", context.Cause(ctx), s.budget))
+	}
+	rep.notes = append(rep.notes, fmt.Sprintf("whole benchmark took %v", time.Since(started).Round(time.Second)))
+
+	var out strings.Builder
+	rep.write(&out)
+	fmt.Print(out.String())
+	if path := os.Getenv("BENCH_OUT"); path != "" {
+		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// environment is the report's header: when, where and how it was measured.
+func environment(s settings, st *stack, started time.Time) []string {
+	mode := "full"
+	if s.quick {
+		mode = "quick (BENCH_QUICK=1)"
+	}
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		first, _, _ := strings.Cut(string(b), "\n")
+		mem = strings.Join(strings.Fields(first)[1:], " ")
+	}
+	gover, _ := exec.Command("go", "env", "GOVERSION").Output()
+	head, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	return []string{
+		fmt.Sprintf("Measured %s, mode %s. Gateway under test: %s/gateway built %s from the working tree at commit %s (uncommitted changes included).",
+			started.Format("2006-01-02 15:04 MST"), mode, s.binDir, st.gatewayBuilt.UTC().Format("2006-01-02 15:04:05 MST"),
+			strings.TrimSpace(string(head))),
+		fmt.Sprintf("Machine: %d CPUs (%s), MemTotal %s, %s %s/%s; load driver, mock, proxies and Postgres share it.",
+			runtime.NumCPU(), model, mem, strings.TrimSpace(string(gover)), runtime.GOOS, runtime.GOARCH),
+		fmt.Sprintf("Mock upstream: %v latency, %d-word answers; streams %d chunks %v apart. Postgres: %s.",
+			mockLatency, mockWords, streamChunks, streamInterval, st.pg.source),
+		fmt.Sprintf("Open loop %v per run at %v RPS, closed loop %d connections %v per run, %d rounds each; streams %d/s %v per run, %d rounds; each round runs the three targets back to back in a rotated order; latency figures are medians over rounds of each round's percentile, added latency is paired within a round.",
+			s.openDur, s.rates, s.closedConns, s.closedDur, s.rounds, s.streamRate, s.streamDur, s.streamRounds),
+	}
+}
+
+// requests the benchmark sends; the client key is the gateway's, and direct and
+// baseline requests carry it too so that every path sends the same bytes.
+func (b *bencher) nonStreaming() *request {
+	return &request{
+		body:   []byte(`{"model":"` + benchModel + `","messages":[{"role":"user","content":"Say hello in one short sentence."}],"max_tokens":32}`),
+		header: b.header(nil),
+	}
+}
+
+func (b *bencher) streaming(chunks int, interval time.Duration) *request {
+	return &request{
+		body: []byte(`{"model":"` + benchModel + `","messages":[{"role":"user","content":"Say hello in one short sentence."}],` +
+			`"max_tokens":32,"stream":true,"stream_options":{"include_usage":true}}`),
+		header: b.header(map[string]string{
+			"X-Mock-Chunks": fmt.Sprint(chunks), "X-Mock-Chunk-Interval": interval.String(),
+		}),
+		stream: true,
+	}
+}
+
+func (b *bencher) header(extra map[string]string) http.Header {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Authorization", "Bearer "+b.st.clientKey)
+	for k, v := range extra {
+		h.Set(k, v)
+	}
+	return h
+}

@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The local cluster the benchmark asks scripts/pg-local.sh for, and the shared server
+// it falls back to when the script cannot give one.
+const (
+	pgLocalDir    = "./data/bench-pg"
+	pgLocalPort   = "55433"
+	pgFallbackDSN = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	benchDatabase = "gateway_bench"
+)
+
+// stack is everything one benchmark runs: the mock upstream, the baseline proxy, the
+// gateway and the gateway's Postgres, all on loopback.
+type stack struct {
+	tmp                           string
+	mock, baseline, gateway       *proc
+	mockURL, baselineURL, gateURL string // origins, http://127.0.0.1:port
+	adminToken, clientKey         string
+	pg                            pgInfo
+	gatewayBuilt                  time.Time // mtime of the gateway binary under test
+}
+
+// pgInfo says where the gateway's records go and how to account their CPU.
+type pgInfo struct {
+	dsn        string
+	source     string // for the report: which Postgres was used
+	postmaster int    // pid whose process tree is the cluster; 0 when unknown
+	stopDir    string // the cluster to stop at the end, when this run started it
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// startStack starts Postgres (or finds it), the mock, the baseline and the gateway, and
+// waits until each answers.
+func startStack(ctx context.Context, s settings) (*stack, error) {
+	tmp, err := os.MkdirTemp("", "gateway-bench-")
+	if err != nil {
+		return nil, err
+	}
+	st := &stack{tmp: tmp, adminToken: randomHex(16), clientKey: "sk-bench-" + randomHex(12)}
+	ok := false
+	defer func() {
+		if !ok {
+			st.close()
+		}
+	}()
+
+	baselineBin := filepath.Join(tmp, "baselineproxy")
+	build := exec.CommandContext(ctx, "go", "build", "-o", baselineBin, "./cmd/baselineproxy")
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build baselineproxy: %v\n%s", err, out)
+	}
+	// Copies, so that a rebuild of bin/ by someone else during the run cannot swap
+	// the binaries under test halfway.
+	for _, b := range []string{"gateway", "mockupstream"} {
+		src := filepath.Join(s.binDir, b)
+		fi, err := os.Stat(src)
+		if err != nil {
+			return nil, fmt.Errorf("%s missing: run `make build` first (make bench does)", src)
+		}
+		if b == "gateway" {
+			st.gatewayBuilt = fi.ModTime()
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(tmp, b), data, 0o755); err != nil {
+			return nil, err
+		}
+	}
+
+	if s.recordsOff {
+		st.pg.source = "none: records off (BENCH_RECORDS=off, a diagnostic run, not the default path)"
+	} else if st.pg, err = setupPostgres(ctx); err != nil {
+		return nil, err
+	}
+	logf("postgres: %s", st.pg.source)
+
+	addrs := make([]string, 3)
+	for i := range addrs {
+		if addrs[i], err = freeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	st.mockURL, st.baselineURL, st.gateURL = "http://"+addrs[0], "http://"+addrs[1], "http://"+addrs[2]
+	env := cleanEnv()
+
+	st.mock, err = startProc("mockupstream", tmp, filepath.Join(tmp, "mockupstream"), []string{
+		"-addr", addrs[0], "-identity", "bench", "-latency", mockLatency.String(),
+		"-chunks", strconv.Itoa(mockWords), "-shutdown-grace", "2s",
+	}, env)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, st.mock, st.mockURL+"/v1/models", 10*time.Second); err != nil {
+		return nil, err
+	}
+
+	st.baseline, err = startProc("baselineproxy", tmp, baselineBin, []string{"-addr", addrs[1], "-upstream", st.mockURL}, env)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, st.baseline, st.baselineURL+"/v1/models", 10*time.Second); err != nil {
+		return nil, err
+	}
+
+	routes := filepath.Join(tmp, "routes.yaml")
+	if err := os.WriteFile(routes, []byte(routesYAML(st.mockURL, st.clientKey)), 0o600); err != nil {
+		return nil, err
+	}
+	genv := slices.Concat(env, []string{
+		"GATEWAY_LISTEN_ADDR=" + addrs[2],
+		"GATEWAY_CONFIG=" + routes,
+		"GATEWAY_DATABASE_URL=" + st.pg.dsn, // empty: records off
+		"GATEWAY_SPOOL_DIR=" + filepath.Join(tmp, "spool"),
+		"GATEWAY_LOG_FORMAT=json",
+		"GATEWAY_ADMIN_TOKEN=" + st.adminToken,
+		"GATEWAY_PPROF=true",
+		"GATEWAY_SHUTDOWN_GRACE=5s",
+		"BENCH_UPSTREAM_KEY=sk-upstream-" + randomHex(8),
+	})
+	st.gateway, err = startProc("gateway", tmp, filepath.Join(tmp, "gateway"), nil, genv)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, st.gateway, st.gateURL+"/readyz", 30*time.Second); err != nil {
+		return nil, err
+	}
+	ok = true
+	return st, nil
+}
+
+// routesYAML is the gateway's routes file: one provider (the mock) behind one model,
+// and one client key, so every request is authenticated, planned, admitted, recorded
+// and observed as in a real deployment. max_concurrency covers the open-streams run.
+func routesYAML(mockURL, clientKey string) string {
+	sum := sha256.Sum256([]byte(clientKey))
+	return fmt.Sprintf(`providers:
+  - name: mock
+    format: openai
+    base_url: %s/v1
+    api_keys: ["${BENCH_UPSTREAM_KEY}"]
+    max_concurrency: 4096
+    timeouts: { connect: 2s, first_byte: 10s, total: 60s }
+models:
+  - name: %s
+    candidates:
+      - { provider: mock, model: %s }
+clients:
+  - { name: bench, key_sha256: "%s", priority: interactive }
+`, mockURL, benchModel, benchModel, hex.EncodeToString(sum[:]))
+}
+
+// cleanEnv is the environment without any gateway settings or proxies of the caller,
+// so that only what the benchmark sets applies.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		ku := strings.ToUpper(k)
+		if strings.HasPrefix(ku, "GATEWAY_") || strings.HasPrefix(ku, "AETHER_GATEWAY_") ||
+			ku == "DATABASE_URL" || strings.HasSuffix(ku, "_PROXY") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// close stops the servers (gracefully, then hard), the cluster this run started, and
+// removes the temp dir unless BENCH_KEEP is set.
+func (st *stack) close() {
+	st.gateway.stop(10 * time.Second)
+	st.baseline.stop(5 * time.Second)
+	st.mock.stop(5 * time.Second)
+	if st.pg.stopDir != "" {
+		cmd := exec.Command("bash", "scripts/pg-local.sh", "stop", st.pg.stopDir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			logf("pg-local stop: %v\n%s", err, out)
+		}
+	}
+	if os.Getenv("BENCH_KEEP") != "" {
+		logf("kept %s (process logs, routes file)", st.tmp)
+		return
+	}
+	_ = os.RemoveAll(st.tmp)
+}
+
+// setupPostgres gets a Postgres (the local cluster, else the shared server on 5432)
+// and a fresh, empty database for this run.
+func setupPostgres(ctx context.Context) (pgInfo, error) {
+	var info pgInfo
+	err := errors.New("BENCH_PG=shared")
+	if os.Getenv("BENCH_PG") != "shared" {
+		info, err = pgLocal(ctx)
+	}
+	if err != nil {
+		logf("scripts/pg-local.sh not usable (%v); falling back to %s", err, pgFallbackDSN)
+		info = pgInfo{dsn: pgFallbackDSN, source: "shared server 127.0.0.1:5432 (fallback)"}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, info.dsn)
+	if err != nil {
+		return info, fmt.Errorf("postgres %s: %w", info.source, err)
+	}
+	defer conn.Close(context.Background())
+	for _, q := range []string{
+		"DROP DATABASE IF EXISTS " + benchDatabase + " WITH (FORCE)",
+		"CREATE DATABASE " + benchDatabase,
+	} {
+		if _, err := conn.Exec(cctx, q); err != nil {
+			return info, fmt.Errorf("postgres %s: %s: %w", info.source, q, err)
+		}
+	}
+	u, err := url.Parse(info.dsn)
+	if err != nil {
+		return info, err
+	}
+	u.Path = "/" + benchDatabase
+	info.dsn = u.String()
+	info.source += ", fresh database " + benchDatabase
+	return info, nil
+}
+
+// pgLocal starts (or finds running) the benchmark's own cluster with the repository's
+// script, which prints the DSN on its last line.
+func pgLocal(ctx context.Context) (pgInfo, error) {
+	pidFile := filepath.Join(pgLocalDir, "postmaster.pid")
+	_, statErr := os.Stat(pidFile)
+	wasRunning := statErr == nil
+	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "bash", "scripts/pg-local.sh", "start", pgLocalDir, pgLocalPort)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return pgInfo{}, errors.Join(err, errors.New(lastLines(stderr.String(), 5)))
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	dsn := strings.TrimSpace(lines[len(lines)-1])
+	if !strings.HasPrefix(dsn, "postgres://") {
+		return pgInfo{}, fmt.Errorf("unexpected output %q", dsn)
+	}
+	info := pgInfo{dsn: dsn, source: "scripts/pg-local.sh cluster " + pgLocalDir + " on port " + pgLocalPort}
+	if !wasRunning {
+		info.stopDir = pgLocalDir
+	}
+	if f, err := os.Open(pidFile); err == nil {
+		sc := bufio.NewScanner(f)
+		if sc.Scan() {
+			info.postmaster, _ = strconv.Atoi(strings.TrimSpace(sc.Text()))
+		}
+		f.Close()
+	}
+	return info, nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// pgCPU is the cluster's CPU so far, or 0 when its process is unknown.
+func (st *stack) pgCPU() time.Duration {
+	if st.pg.postmaster == 0 {
+		return 0
+	}
+	d, err := childrenCPU(st.pg.postmaster)
+	if err != nil {
+		return 0
+	}
+	return d
+}
+
+// gatewayMetrics scrapes /metrics and sums each metric over its labels.
+func (st *stack) gatewayMetrics(ctx context.Context) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, st.gateURL+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		name := line[:i]
+		if j := strings.IndexByte(name, '{'); j >= 0 {
+			name = name[:j]
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err == nil {
+			out[name] += v
+		}
+	}
+	return out, sc.Err()
+}
+
+// waitRecordsWritten waits until the gateway's report queue is empty and the written
+// count (which includes records replayed from the spool) has not moved for three
+// polls, so the CPU of writing a run's records is charged to that run. Bounded by
+// timeout.
+func (st *stack) waitRecordsWritten(ctx context.Context, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	last, still := -1.0, 0
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		m, err := st.gatewayMetrics(ctx)
+		if err == nil {
+			w := m["gateway_report_written_total"]
+			if m["gateway_report_queue_depth"] == 0 && w == last {
+				still++
+			} else {
+				still = 0
+			}
+			if still >= 3 {
+				return
+			}
+			last = w
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

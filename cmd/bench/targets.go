@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"time"
+)
+
+// writeTargets checks the issue's targets against the measurements.
+func (r *report) writeTargets(w io.Writer) {
+	tb := &table{}
+	tb.add("target (from the issue)", "measured", "result")
+	verdict := func(ok bool, measured bool) string {
+		switch {
+		case !measured:
+			return "not measured"
+		case ok:
+			return "met"
+		}
+		return "**missed**"
+	}
+	for _, sc := range r.scenarios {
+		if sc.kind == openKind && (sc.rate == 1000 || sc.rate == 2000) {
+			p50, p99 := sc.addedRatio(0.50, false), sc.addedRatio(0.99, false)
+			tb.add(fmt.Sprintf("added latency p50 ≤ 1.2x baseline's at %d RPS", sc.rate), ratioOrNA(p50), verdict(p50 <= 1.2, !math.IsNaN(p50)))
+			tb.add(fmt.Sprintf("added latency p99 ≤ 1.5x baseline's at %d RPS", sc.rate), ratioOrNA(p99), verdict(p99 <= 1.5, !math.IsNaN(p99)))
+		}
+		if sc.kind == streamKind {
+			p50, p99 := sc.addedRatio(0.50, true), sc.addedRatio(0.99, true)
+			tb.add("streaming added time to first chunk p50 ≤ 1.5x baseline's", ratioOrNA(p50), verdict(p50 <= 1.5, !math.IsNaN(p50)))
+			tb.add("streaming added time to first chunk p99 ≤ 1.5x baseline's", ratioOrNA(p99), verdict(p99 <= 1.5, !math.IsNaN(p99)))
+		}
+		if sc.kind == closedKind {
+			v := sc.throughput(gateway) / sc.throughput(baseline)
+			tb.add("closed-loop throughput ≥ 0.8x baseline's", fmt.Sprintf("%.2fx", v), verdict(v >= 0.8, sc.throughput(baseline) > 0))
+		}
+	}
+	// CPU per request over every non-streaming open-loop run.
+	var gc, bc time.Duration
+	var gn, bn int
+	for _, sc := range r.scenarios {
+		if sc.kind == openKind {
+			gc, gn = gc+sc.per[gateway].cpu, gn+sc.per[gateway].requests
+			bc, bn = bc+sc.per[baseline].cpu, bn+sc.per[baseline].requests
+		}
+	}
+	if gn > 0 && bn > 0 && bc > 0 {
+		v := (float64(gc) / float64(gn)) / (float64(bc) / float64(bn))
+		tb.add("CPU per request ≤ 1.5x baseline's (all open-loop runs)", fmt.Sprintf("%.2fx", v), verdict(v <= 1.5, true))
+	}
+	if h, ok := r.hold[gateway]; ok {
+		peak := max(r.peakFinal[gateway], h.peakRSS)
+		tb.add(fmt.Sprintf("gateway peak RSS < 150 MiB with %d open streams", r.holdN),
+			fmt.Sprintf("%s MiB (%d streams open at peak)", mib(peak), h.peakOpen),
+			verdict(peak < 150<<20 && h.peakOpen >= r.holdN, true))
+	}
+	gwErrs := sumErrs(r.hold[gateway].errs)
+	for _, sc := range r.scenarios {
+		gwErrs += sc.per[gateway].errors()
+	}
+	lost := r.records["gateway_report_dropped_total"]
+	tb.add("zero errors (gateway requests; records dropped)", fmt.Sprintf("%d errors; %.0f records dropped", gwErrs, lost),
+		verdict(gwErrs == 0 && lost == 0, true))
+	tb.write(w)
+}
