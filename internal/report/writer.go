@@ -22,7 +22,7 @@ const (
 // Defaults for zero Options fields.
 const (
 	DefaultSpoolDir      = "./data/spool"
-	DefaultQueueSize     = 16384
+	DefaultQueueSize     = 8192
 	DefaultBatchSize     = 5000
 	DefaultFlushInterval = 100 * time.Millisecond
 	DefaultWriteTimeout  = 5 * time.Second
@@ -40,7 +40,7 @@ type Options struct {
 	// connection to Postgres is (re)established, before the spool is replayed.
 	AutoMigrate bool
 	// QueueSize bounds the in-memory queue between Record* and the batcher.
-	// Default 16384. When full, Record* appends to the spool itself.
+	// Default 8192 (about 4 MiB, allocated up front). When full, Record* appends to the spool itself.
 	QueueSize int
 	// BatchSize is the most records written in one transaction. Default 1000.
 	BatchSize int
