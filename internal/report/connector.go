@@ -83,8 +83,11 @@ func (w *Writer) connect(ctx context.Context) error {
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}
+	// A fresh deadline: the migration above may have used up pctx's.
+	sctx, scancel := context.WithTimeout(ctx, w.opts.WriteTimeout)
+	defer scancel()
 	var ok bool
-	err := pool.QueryRow(pctx, `SELECT to_regclass('requests') IS NOT NULL
+	err := pool.QueryRow(sctx, `SELECT to_regclass('requests') IS NOT NULL
 		AND to_regclass('request_candidates') IS NOT NULL`).Scan(&ok)
 	if err != nil {
 		return fmt.Errorf("check schema: %w", err)

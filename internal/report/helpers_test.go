@@ -59,8 +59,10 @@ func newTestWriter(t testing.TB, dsn string, mutate func(*Options)) (*Writer, *l
 		DatabaseURL:   dsn,
 		SpoolDir:      t.TempDir(),
 		FlushInterval: 10 * time.Millisecond,
-		WriteTimeout:  2 * time.Second,
-		Logger:        slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		// Generous: the race detector and parallel packages make a loaded CI
+		// machine slow; outage tests refuse connections rather than time out.
+		WriteTimeout: 10 * time.Second,
+		Logger:       slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if mutate != nil {
 		mutate(&opts)
