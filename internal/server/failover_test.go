@@ -229,6 +229,15 @@ func TestRequestIDNeverEchoed(t *testing.T) {
 	if g.Primary.LastRequest().Header.Get("X-Request-Id") != "" {
 		t.Fatal("client X-Request-Id forwarded upstream")
 	}
+	req, _ := http.NewRequest(http.MethodGet, g.URL+"/v1/nope", nil)
+	nf, err := g.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nf.Body.Close()
+	if nf.StatusCode != 404 || nf.Header.Get("X-Request-Id") == "" || nf.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("unknown route: %d, headers %v", nf.StatusCode, nf.Header)
+	}
 	code, body := g.get(t, "/v1/models", false)
 	if code != 200 || !strings.Contains(string(body), `"id":"gpt-4o-mini"`) || !strings.Contains(string(body), `"object":"list"`) {
 		t.Fatalf("/v1/models = %d %s", code, body)
