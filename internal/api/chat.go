@@ -71,10 +71,10 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		Model: chat.Model, Stream: chat.Stream, Client: clientName, Priority: prio,
 		Received: received, Candidates: plan,
 	}
-	ctx, stop := mergeCancel(r.Context(), s.hardStop)
-	defer stop()
+	// r.Context() descends from BaseContext, so HardStop reaches it with the
+	// shutdown cause without a per-request context layer.
 	x := newExchange(w, r, chat, s)
-	out := s.opts.Runner.Run(ctx, req, x)
+	out := s.opts.Runner.Run(r.Context(), req, x)
 	s.finish(w, r, out)
 }
 

@@ -31,17 +31,6 @@ func newExchange(w http.ResponseWriter, r *http.Request, chat *upstream.ChatRequ
 	return &exchange{w: w, rc: http.NewResponseController(w), header: r.Header, chat: chat, s: s}
 }
 
-// mergeCancel derives a context that ends with the request or, with the
-// shutdown cause, when stop is cancelled.
-func mergeCancel(req, stop context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(req)
-	unhook := context.AfterFunc(stop, func() { cancel(context.Cause(stop)) })
-	return ctx, func() {
-		unhook()
-		cancel(context.Canceled)
-	}
-}
-
 // Execute implements candidates.Executor.
 func (x *exchange) Execute(ctx context.Context, a *candidates.Attempt) error {
 	c := a.Candidate

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"sync/atomic"
@@ -65,7 +66,7 @@ type Server struct {
 	models   []byte          // pre-encoded /v1/models body
 	notReady atomic.Bool     // /readyz fails (shutdown began)
 	draining atomic.Bool     // new chat requests get 503
-	hardStop context.Context // cancelled with candidates.ErrShutdown when the grace ends
+	hardStop context.Context // parent of every request context; cancelled with candidates.ErrShutdown when the grace ends
 	stopAll  context.CancelCauseFunc
 }
 
@@ -129,6 +130,11 @@ func (s *Server) StartDrain() {
 	s.notReady.Store(true)
 	s.draining.Store(true)
 }
+
+// BaseContext is the http.Server BaseContext to serve this handler with:
+// request contexts descend from it, so HardStop cancels them all with the
+// shutdown cause.
+func (s *Server) BaseContext(net.Listener) context.Context { return s.hardStop }
 
 // HardStop cuts the requests still in flight: streams end with the error
 // event and are recorded with gateway_shutdown. Called when the grace ends.

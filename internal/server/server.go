@@ -105,6 +105,7 @@ func (g *Gateway) MetricsHandler() http.Handler { return g.Metrics.Handler() }
 func (g *Gateway) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           g.API,
+		BaseContext:       g.API.BaseContext,
 		ReadHeaderTimeout: g.Config.ReadHeaderTimeout,
 		IdleTimeout:       g.Config.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
