@@ -126,10 +126,29 @@ var usageKey = []byte(`"usage"`)
 // the last chunk when stream_options.include_usage is set). The cheap
 // substring test keeps ordinary chunks from being decoded.
 func EventUsage(ev []byte) (Usage, bool) {
-	if !bytes.Contains(ev, usageKey) {
+	if !hasUsageObject(ev) {
 		return Usage{}, false
 	}
 	return BodyUsage(eventData(ev))
+}
+
+// hasUsageObject reports whether b holds "usage" followed by an object.
+// OpenAI sends "usage":null in every chunk when include_usage is set; only
+// the last chunk's object is worth decoding.
+func hasUsageObject(b []byte) bool {
+	for {
+		i := bytes.Index(b, usageKey)
+		if i < 0 {
+			return false
+		}
+		b = b[i+len(usageKey):]
+		rest := bytes.TrimLeft(b, " \t")
+		if r, ok := bytes.CutPrefix(rest, []byte(":")); ok {
+			if r = bytes.TrimLeft(r, " \t"); len(r) > 0 && r[0] == '{' {
+				return true
+			}
+		}
+	}
 }
 
 // BodyUsage extracts usage from a chat completion JSON object.

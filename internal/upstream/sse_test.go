@@ -84,6 +84,9 @@ func TestUsage(t *testing.T) {
 	if _, ok := EventUsage([]byte(`data: {"choices":[{"delta":{}}],"usage":null}` + "\n\n")); ok {
 		t.Fatal("null usage reported as usage")
 	}
+	if !hasUsageObject([]byte(`{"x":"usage","usage" : {"total_tokens":1}}`)) || hasUsageObject([]byte(`{"usage":null,"content":"usage"}`)) {
+		t.Fatal("hasUsageObject wrong")
+	}
 	body := []byte(`{"id":"x","choices":[{"message":{"content":"usage"}}],"usage": {"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`)
 	u, ok = TailUsage(body[len(body)-90:])
 	if !ok || u.TotalTokens != 3 {
