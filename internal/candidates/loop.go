@@ -259,25 +259,36 @@ func (w *walk) admissionFailed(ctx context.Context, i int, start time.Time, err 
 
 // classify turns a failed attempt into a record and a decision.
 func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (Outcome, bool) {
-	if ctx.Err() != nil {
-		out := w.clientGone(ctx)
-		if out.ErrorType == report.ErrorTypeShutdown {
-			w.settle(i, report.CandidateFailed, http.StatusServiceUnavailable, out.ErrorType, "the gateway shut down before the response ended")
-		} else {
-			w.settle(i, report.CandidateCancelled, out.StatusCode, out.ErrorType, "client went away")
-		}
-		out.Committed = a.Committed
-		return w.stop(i+1, out), true
-	}
+	// A failed client write is checked before the context: net/http cancels
+	// the request context once the connection broke, and a write deadline
+	// must still be recorded as client_write_timeout.
 	var cwe *ClientWriteError
 	if errors.As(err, &cwe) {
 		out := Outcome{Status: report.RequestCancelled, StatusCode: 499, ErrorType: report.ErrorTypeClientCancelled, Committed: true}
 		status := report.CandidateCancelled
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			out.ErrorType, out.Status = report.ErrorTypeClientWriteTimeout, report.RequestFailed
+			// A client that stopped reading cut the stream: DESIGN section 7
+			// records that as failed, 502, client_write_timeout.
+			out.ErrorType, out.Status, out.StatusCode = report.ErrorTypeClientWriteTimeout, report.RequestFailed, http.StatusBadGateway
 			status = report.CandidateFailed
 		}
-		w.settle(i, status, 499, out.ErrorType, err.Error())
+		w.settle(i, status, out.StatusCode, out.ErrorType, err.Error())
+		return w.stop(i+1, out), true
+	}
+	if ctx.Err() != nil {
+		out := w.clientGone(ctx)
+		if out.ErrorType == report.ErrorTypeShutdown {
+			// DESIGN section 7: a stream cut after bytes were sent is failed
+			// with 502; before any byte the client gets 503 shutting_down.
+			code := http.StatusServiceUnavailable
+			if a.Committed {
+				code = http.StatusBadGateway
+			}
+			w.settle(i, report.CandidateFailed, code, out.ErrorType, "the gateway shut down before the response ended")
+		} else {
+			w.settle(i, report.CandidateCancelled, out.StatusCode, out.ErrorType, "client went away")
+		}
+		out.Committed = a.Committed
 		return w.stop(i+1, out), true
 	}
 	if a.Committed {

@@ -102,7 +102,7 @@ func TestGraceExpiryCutsStreams(t *testing.T) {
 	}
 	// The records were flushed before Run returned.
 	req, rows := g.ledger(t, id)
-	wantRows(t, rows, "failed/503/gateway_shutdown(primary)", "unused/0/(backup)")
+	wantRows(t, rows, "failed/502/gateway_shutdown(primary)", "unused/0/(backup)")
 	if req.Status != "failed" {
 		t.Fatalf("request %+v", req)
 	}

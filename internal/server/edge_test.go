@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/llmgw/gateway/internal/mockupstream"
 )
 
@@ -145,6 +147,7 @@ func TestSlowBodyCutOff(t *testing.T) {
 // the generation: the write deadline ends the attempt and frees its slots.
 func TestClientStopsReading(t *testing.T) {
 	g := start(t, setup{
+		db:      true,
 		env:     map[string]string{"GATEWAY_STREAM_WRITE_TIMEOUT": "300ms"},
 		primary: mockupstream.Behavior{Chunks: 400000},
 	})
@@ -167,6 +170,20 @@ func TestClientStopsReading(t *testing.T) {
 	}
 	if st := g.Primary.Stats(); st.Cancelled != 1 {
 		t.Fatalf("upstream not cancelled: %+v", st)
+	}
+	db, err := pgx.Connect(context.Background(), g.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	var id string
+	waitFor(t, func() bool {
+		return db.QueryRow(context.Background(), `SELECT id::text FROM requests LIMIT 1`).Scan(&id) == nil
+	})
+	req, rows := g.ledger(t, id)
+	wantRows(t, rows, "failed/502/client_write_timeout(primary)", "unused/0/(backup)")
+	if req.Status != "failed" {
+		t.Fatalf("request %+v", req)
 	}
 }
 
