@@ -148,10 +148,9 @@ func batchUpsertCandidates(ctx context.Context, pool *pgxpool.Pool, cands []Cand
 		"SELECT "+strings.Join(candidateColumns, ", ")+" FROM pg_temp.report_candidates_in",
 		"VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)", 1)
 	var batch pgx.Batch
-	src := candidateSource{rows: cands}
-	for src.Next() {
-		vals, _ := src.Values()
-		batch.Queue(sql, append([]any(nil), vals...)...)
+	var vals [17]any
+	for i := range cands {
+		batch.Queue(sql, append([]any(nil), candidateValues(&cands[i], &vals)...)...)
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return tx.SendBatch(ctx, &batch).Close()

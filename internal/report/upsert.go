@@ -169,6 +169,12 @@ func (w *Writer) upsertMerged(ctx context.Context, pool *pgxpool.Pool, reqs []Re
 	})
 }
 
+// copyRows adapts a row function to pgx.CopyFromSlice, reusing one values array.
+func copyRows(n int, row func(i int, vals *[17]any) []any) pgx.CopyFromSource {
+	var vals [17]any
+	return pgx.CopyFromSlice(n, func(i int) ([]any, error) { return row(i, &vals), nil })
+}
+
 // copyUpsert runs the COPY + upsert statements inside tx.
 func copyUpsert(ctx context.Context, tx pgx.Tx, reqs []Request, cands []Candidate) error {
 	if _, err := tx.Exec(ctx, createTempTablesSQL); err != nil {
@@ -176,7 +182,7 @@ func copyUpsert(ctx context.Context, tx pgx.Tx, reqs []Request, cands []Candidat
 	}
 	if len(cands) > 0 {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"report_candidates_in"}, candidateColumns,
-			&candidateSource{rows: cands}); err != nil {
+			copyRows(len(cands), func(i int, v *[17]any) []any { return candidateValues(&cands[i], v) })); err != nil {
 			return fmt.Errorf("copy candidates: %w", err)
 		}
 		if _, err := tx.Exec(ctx, upsertCandidatesSQL); err != nil {
@@ -185,7 +191,7 @@ func copyUpsert(ctx context.Context, tx pgx.Tx, reqs []Request, cands []Candidat
 	}
 	if len(reqs) > 0 {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"report_requests_in"}, requestColumns,
-			&requestSource{rows: reqs}); err != nil {
+			copyRows(len(reqs), func(i int, v *[17]any) []any { return requestValues(&reqs[i], v) })); err != nil {
 			return fmt.Errorf("copy requests: %w", err)
 		}
 		if _, err := tx.Exec(ctx, upsertRequestsSQL); err != nil {
@@ -195,52 +201,33 @@ func copyUpsert(ctx context.Context, tx pgx.Tx, reqs []Request, cands []Candidat
 	return nil
 }
 
-// candidateSource feeds COPY. It reuses one values slice: pgx encodes a row
-// before asking for the next. UUIDs go in as [16]byte, which pgx encodes
-// directly; uuid.UUID would take the slower driver.Valuer (text) path.
-type candidateSource struct {
-	rows []Candidate
-	i    int
-	vals [17]any
-}
-
-func (s *candidateSource) Next() bool { s.i++; return s.i <= len(s.rows) }
-func (s *candidateSource) Err() error { return nil }
-
-func (s *candidateSource) Values() ([]any, error) {
-	c := &s.rows[s.i-1]
-	s.vals = [17]any{
+// candidateValues fills vals with the COPY row of c and returns it. pgx
+// encodes a row before asking for the next, so one array serves a whole
+// COPY. UUIDs go in as [16]byte, which pgx encodes directly; uuid.UUID would
+// take the slower driver.Valuer (text) path.
+func candidateValues(c *Candidate, vals *[17]any) []any {
+	*vals = [17]any{
 		[16]byte(c.RequestID), int32(c.Index), int32(c.RetryIndex), c.Provider, c.Endpoint, c.KeyID,
 		c.Model, c.Status, nullString(c.SkipReason), nullInt32(c.StatusCode),
 		nullString(c.ErrorType), nullString(c.ErrorMessage), nullMillis(c.Latency),
 		nullMillis(c.FirstByte), nullTime(c.StartedAt), nullTime(c.FinishedAt), c.CreatedAt,
 	}
-	return s.vals[:], nil
+	return vals[:]
 }
 
-// requestSource feeds COPY for requests.
-type requestSource struct {
-	rows []Request
-	i    int
-	vals [17]any
-}
-
-func (s *requestSource) Next() bool { s.i++; return s.i <= len(s.rows) }
-func (s *requestSource) Err() error { return nil }
-
-func (s *requestSource) Values() ([]any, error) {
-	r := &s.rows[s.i-1]
+// requestValues is candidateValues for a request row.
+func requestValues(r *Request, vals *[17]any) []any {
 	var prompt, completion, total any
 	if r.HasUsage {
 		prompt, completion, total = r.PromptTokens, r.CompletionTokens, r.TotalTokens
 	}
-	s.vals = [17]any{
+	*vals = [17]any{
 		[16]byte(r.ID), nullString(r.ClientRequestID), r.CreatedAt, r.Model, r.Stream,
 		nullString(r.Client), nullString(r.Priority), r.Status, nullInt32(r.StatusCode),
 		nullString(r.ErrorType), nullMillis(r.Latency), nullMillis(r.FirstByte),
 		int32(r.CandidateCount), prompt, completion, total, nullTime(r.FinishedAt),
 	}
-	return s.vals[:], nil
+	return vals[:]
 }
 
 // Zero values of the record types stand for NULL; these map them for pgx, where
