@@ -178,13 +178,7 @@ func (x *exchange) relayBody(ctx context.Context, a *candidates.Attempt, resp *h
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
 			if !a.Committed {
-				h := x.w.Header()
-				upstream.CopyResponseHeaders(h, resp.Header)
-				if resp.ContentLength >= 0 {
-					h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
-				}
-				a.Committed = true
-				x.w.WriteHeader(resp.StatusCode)
+				x.commitBody(a, resp)
 			}
 			if _, err := x.w.Write(buf[:n]); err != nil {
 				return &candidates.ClientWriteError{Err: err}
@@ -193,9 +187,7 @@ func (x *exchange) relayBody(ctx context.Context, a *candidates.Attempt, resp *h
 		}
 		if rerr == io.EOF {
 			if !a.Committed {
-				a.Committed = true
-				upstream.CopyResponseHeaders(x.w.Header(), resp.Header)
-				x.w.WriteHeader(resp.StatusCode)
+				x.commitBody(a, resp) // an empty body
 			}
 			a.Usage, a.HasUsage = upstream.TailUsage(tail)
 			return nil
@@ -208,6 +200,17 @@ func (x *exchange) relayBody(ctx context.Context, a *candidates.Attempt, resp *h
 			return err
 		}
 	}
+}
+
+// commitBody sends the status and headers of a non-streaming answer.
+func (x *exchange) commitBody(a *candidates.Attempt, resp *http.Response) {
+	h := x.w.Header()
+	upstream.CopyResponseHeaders(h, resp.Header)
+	if resp.ContentLength >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	a.Committed = true
+	x.w.WriteHeader(resp.StatusCode)
 }
 
 func keepTail(tail, b []byte) []byte {

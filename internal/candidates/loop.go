@@ -311,12 +311,12 @@ func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (Outc
 	switch {
 	case errors.Is(err, watchdog.ErrFirstByteTimeout):
 		w.watchdogFired(i, "first_byte")
-		w.failAttempt(i, http.StatusGatewayTimeout, report.ErrorTypeFirstByteTimeout, err.Error())
+		w.settle(i, report.CandidateFailed, http.StatusGatewayTimeout, report.ErrorTypeFirstByteTimeout, err.Error())
 		w.timedOut, w.retryable = true, false
 		w.skipProvider(i)
 	case errors.Is(err, upstream.ErrTotalTimeout):
 		w.watchdogFired(i, "total")
-		w.failAttempt(i, http.StatusGatewayTimeout, report.ErrorTypeUpstreamTimeout, err.Error())
+		w.settle(i, report.CandidateFailed, http.StatusGatewayTimeout, report.ErrorTypeUpstreamTimeout, err.Error())
 		w.timedOut, w.retryable = true, false
 		w.skipProvider(i)
 	case errors.As(err, &se):
@@ -325,7 +325,7 @@ func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (Outc
 			return w.stop(i+1, Outcome{Status: report.RequestFailed, StatusCode: se.Code,
 				ErrorType: report.ErrorTypeUpstreamHTTP, Relay: se}), true
 		}
-		w.failAttempt(i, se.Code, report.ErrorTypeUpstreamHTTP, string(se.Body))
+		w.settle(i, report.CandidateFailed, se.Code, report.ErrorTypeUpstreamHTTP, string(se.Body))
 		w.timedOut = se.Code == http.StatusRequestTimeout || se.Code == http.StatusGatewayTimeout
 		if se.Code == http.StatusTooManyRequests {
 			w.noteRetryAfter(se.RetryAfter)
@@ -336,15 +336,15 @@ func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (Outc
 			w.skipProvider(i)
 		}
 	case errors.As(err, &ce):
-		w.failAttempt(i, http.StatusBadGateway, report.ErrorTypeUpstreamConnect, err.Error())
+		w.settle(i, report.CandidateFailed, http.StatusBadGateway, report.ErrorTypeUpstreamConnect, err.Error())
 		w.timedOut, w.retryable = false, false
 		w.skipProvider(i)
 	case errors.As(err, &pe):
-		w.failAttempt(i, http.StatusBadGateway, report.ErrorTypeUpstreamProtocol, err.Error())
+		w.settle(i, report.CandidateFailed, http.StatusBadGateway, report.ErrorTypeUpstreamProtocol, err.Error())
 		w.timedOut, w.retryable = false, false
 		w.skipProvider(i)
 	default:
-		w.failAttempt(i, http.StatusBadGateway, report.ErrorTypeUpstreamProtocol, err.Error())
+		w.settle(i, report.CandidateFailed, http.StatusBadGateway, report.ErrorTypeUpstreamProtocol, err.Error())
 		w.timedOut, w.retryable = false, false
 		w.skipProvider(i)
 	}
@@ -396,11 +396,6 @@ func (w *walk) fail(i, code int, errorType, msg string, start time.Time) {
 	row.StartedAt, row.FinishedAt, row.Latency = start, now, now.Sub(start)
 	w.settle(i, report.CandidateFailed, code, errorType, msg)
 	w.timedOut = false
-}
-
-// failAttempt records a failed admitted attempt (timing already set).
-func (w *walk) failAttempt(i, code int, errorType, msg string) {
-	w.settle(i, report.CandidateFailed, code, errorType, msg)
 }
 
 func (w *walk) settle(i int, status string, code int, errorType, msg string) {

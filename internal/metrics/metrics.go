@@ -13,16 +13,28 @@ import (
 	"github.com/llmgw/gateway/internal/report"
 )
 
-// Stages observed in gateway_stage_duration_seconds.
+// Stages observed in gateway_stage_duration_seconds, indexes into
+// Metrics.stage; stageNames holds their label values.
 const (
-	StagePlan              = "plan"
-	StageExecutionGateWait = "upstream_execution_gate_wait"
-	StageExecutionGateHeld = "upstream_execution_gate_held"
-	StageTargetGateWait    = "upstream_target_gate_wait"
-	StageCandidateExecute  = "candidate_execute"
-	StageFirstByte         = "first_byte"
-	StageReportEnqueue     = "report_enqueue"
+	stagePlan = iota
+	stageExecutionGateWait
+	stageExecutionGateHeld
+	stageTargetGateWait
+	stageCandidateExecute
+	stageFirstByte
+	stageReportEnqueue
+	numStages
 )
+
+var stageNames = [numStages]string{
+	stagePlan:              "plan",
+	stageExecutionGateWait: "upstream_execution_gate_wait",
+	stageExecutionGateHeld: "upstream_execution_gate_held",
+	stageTargetGateWait:    "upstream_target_gate_wait",
+	stageCandidateExecute:  "candidate_execute",
+	stageFirstByte:         "first_byte",
+	stageReportEnqueue:     "report_enqueue",
+}
 
 // durationBuckets span 1 ms to 10 minutes: LLM calls range from cached
 // answers to long generations.
@@ -55,7 +67,7 @@ type Metrics struct {
 	watchdog        *prometheus.CounterVec
 	panics          prometheus.Counter
 
-	stage [7]prometheus.Observer // cached per stage, in the order of stageNames
+	stage [numStages]prometheus.Observer // cached per stage
 	// per provider index (planner order): cached children
 	prov map[*candidates.Provider]*providerObs
 }
@@ -64,9 +76,6 @@ type providerObs struct {
 	firstByte     prometheus.Observer
 	admissionWait prometheus.Observer
 }
-
-var stageNames = [...]string{StagePlan, StageExecutionGateWait, StageExecutionGateHeld, StageTargetGateWait,
-	StageCandidateExecute, StageFirstByte, StageReportEnqueue}
 
 // Sources are the components read at scrape time; Reports may be nil.
 type Sources struct {
@@ -157,16 +166,6 @@ func New(src Sources) *Metrics {
 // Handler serves the registry in the Prometheus exposition formats.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry, EnableOpenMetrics: true})
-}
-
-// Stage observes one stage duration; stage must be one of the Stage constants.
-func (m *Metrics) Stage(stage string, d time.Duration) {
-	for i, s := range stageNames {
-		if s == stage {
-			m.stage[i].Observe(d.Seconds())
-			return
-		}
-	}
 }
 
 // Panic counts a recovered panic.

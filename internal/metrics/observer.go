@@ -18,8 +18,8 @@ func (m *Metrics) AdmissionWait(c *candidates.Candidate, waited time.Duration, e
 	if po := m.prov[c.Target.Provider]; po != nil {
 		po.admissionWait.Observe(s)
 	}
-	m.stage[1].Observe(s) // upstream_execution_gate_wait
-	m.stage[3].Observe(s) // upstream_target_gate_wait
+	m.stage[stageExecutionGateWait].Observe(s)
+	m.stage[stageTargetGateWait].Observe(s)
 	if err == nil {
 		return
 	}
@@ -36,7 +36,7 @@ func (m *Metrics) AdmissionWait(c *candidates.Candidate, waited time.Duration, e
 func (m *Metrics) CandidateDone(c *candidates.Candidate, status, errorType string, d time.Duration) {
 	m.attempts.WithLabelValues(c.Target.Provider.Name, c.Route, status, errorType).Inc()
 	if d > 0 {
-		m.stage[4].Observe(d.Seconds()) // candidate_execute
+		m.stage[stageCandidateExecute].Observe(d.Seconds())
 	}
 }
 
@@ -46,11 +46,11 @@ func (m *Metrics) FirstByte(c *candidates.Candidate, d time.Duration) {
 	if po := m.prov[c.Target.Provider]; po != nil {
 		po.firstByte.Observe(s)
 	}
-	m.stage[5].Observe(s) // first_byte
+	m.stage[stageFirstByte].Observe(s)
 }
 
 // GlobalHeld implements candidates.Observer.
-func (m *Metrics) GlobalHeld(d time.Duration) { m.stage[2].Observe(d.Seconds()) }
+func (m *Metrics) GlobalHeld(d time.Duration) { m.stage[stageExecutionGateHeld].Observe(d.Seconds()) }
 
 // WatchdogFired implements candidates.Observer.
 func (m *Metrics) WatchdogFired(c *candidates.Candidate, kind string) {
@@ -88,7 +88,7 @@ func (m *Metrics) Rejected(code int) {
 }
 
 // Planned implements candidates.Observer.
-func (m *Metrics) Planned(d time.Duration) { m.stage[0].Observe(d.Seconds()) }
+func (m *Metrics) Planned(d time.Duration) { m.stage[stagePlan].Observe(d.Seconds()) }
 
 // Enqueued implements candidates.Observer.
-func (m *Metrics) Enqueued(d time.Duration) { m.stage[6].Observe(d.Seconds()) }
+func (m *Metrics) Enqueued(d time.Duration) { m.stage[stageReportEnqueue].Observe(d.Seconds()) }

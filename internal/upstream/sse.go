@@ -90,8 +90,6 @@ func (r *EventReader) Next() (event []byte, comment bool, err error) {
 	}
 }
 
-var doneData = []byte("[DONE]")
-
 // eventData returns the payload of the first data line of ev.
 func eventData(ev []byte) []byte {
 	for len(ev) > 0 {
@@ -109,9 +107,6 @@ func eventData(ev []byte) []byte {
 	}
 	return nil
 }
-
-// IsDone reports whether ev is the OpenAI end-of-stream marker.
-func IsDone(ev []byte) bool { return bytes.Equal(eventData(ev), doneData) }
 
 // Usage is the token accounting of a response.
 type Usage struct {

@@ -65,7 +65,7 @@ func TestEventReader(t *testing.T) {
 func TestEventReaderLongLine(t *testing.T) {
 	long := "data: " + strings.Repeat("x", 100<<10) + "\n\n"
 	got, err := readAll(t, strings.NewReader(long+"data: [DONE]\n\n"))
-	if err != io.EOF || len(got) != 2 || got[0].raw != long || !IsDone([]byte(got[1].raw)) {
+	if err != io.EOF || len(got) != 2 || got[0].raw != long || got[1].raw != "data: [DONE]\n\n" {
 		t.Fatalf("long line not kept whole: err=%v n=%d", err, len(got))
 	}
 	_, err = readAll(t, strings.NewReader("data: "+strings.Repeat("x", MaxEventBytes+10)+"\n\n"))
