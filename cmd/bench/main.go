@@ -24,7 +24,9 @@
 // under load, and its heap with the streams open, into DIR (about 30 s more); BENCH_OUT=FILE writes the report there too; BENCH_KEEP=1 keeps
 // the temp dir with the processes' logs; BENCH_BIN (default bin) holds the binaries;
 // BENCH_RECORDS=off runs the gateway without Postgres, to see what records cost;
-// BENCH_PG=shared skips scripts/pg-local.sh and uses the server on 127.0.0.1:5432.
+// BENCH_PG=shared skips scripts/pg-local.sh and uses the server on 127.0.0.1:5432;
+// BENCH_ONLY=hold (or open, closed, stream, comma-separated) runs only those phases,
+// for iterating on one figure.
 package main
 
 import (
@@ -35,6 +37,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -65,8 +68,15 @@ type settings struct {
 	hold         holdSpec
 	budget       time.Duration // the whole run, a safety net over the sizes above
 	pprofDir     string
-	recordsOff   bool // diagnostic: the gateway without Postgres records
+	recordsOff   bool            // diagnostic: the gateway without Postgres records
+	only         map[string]bool // BENCH_ONLY: the phases to run; empty runs all
 }
+
+// phases BENCH_ONLY can name.
+var phaseNames = []string{"open", "closed", "stream", "hold"}
+
+// runs reports whether phase is part of this run.
+func (s settings) runs(phase string) bool { return len(s.only) == 0 || s.only[phase] }
 
 func loadSettings() settings {
 	s := settings{
@@ -87,6 +97,12 @@ func loadSettings() settings {
 		s.streamDur, s.streamRounds = 1500*time.Millisecond, 1
 		s.hold.hold = time.Second
 		s.budget = 57 * time.Second
+	}
+	if v := os.Getenv("BENCH_ONLY"); v != "" {
+		s.only = map[string]bool{}
+		for _, p := range strings.Split(v, ",") {
+			s.only[strings.TrimSpace(p)] = true
+		}
 	}
 	if s.pprofDir != "" {
 		s.budget += 30 * time.Second // two extra 12 s profiled runs
@@ -109,8 +125,18 @@ func main() {
 
 func run() error {
 	s := loadSettings()
+	for p := range s.only {
+		if !slices.Contains(phaseNames, p) {
+			return fmt.Errorf("BENCH_ONLY: unknown phase %q (have %v)", p, phaseNames)
+		}
+	}
 	if _, err := os.Stat("go.mod"); err != nil {
 		return fmt.Errorf("run from the repository root (make bench does): %w", err)
+	}
+	if s.pprofDir != "" {
+		if err := os.MkdirAll(s.pprofDir, 0o755); err != nil {
+			return err
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

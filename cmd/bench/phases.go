@@ -139,6 +139,9 @@ func (b *bencher) runAll(ctx context.Context, rep *report) error {
 	}
 
 	for ri, rate := range s.rates {
+		if !s.runs("open") {
+			break
+		}
 		sc := newScenario(fmt.Sprintf("open %d rps", rate), openKind, rate)
 		rep.scenarios = append(rep.scenarios, sc)
 		spec := openLoopSpec{rate: rate, duration: s.openDur, maxInFlight: maxInFlight, timeout: requestTimeout}
@@ -153,8 +156,13 @@ func (b *bencher) runAll(ctx context.Context, rep *report) error {
 	}
 
 	sc := newScenario(fmt.Sprintf("closed %d conns", s.closedConns), closedKind, 0)
-	rep.scenarios = append(rep.scenarios, sc)
+	if s.runs("closed") {
+		rep.scenarios = append(rep.scenarios, sc)
+	}
 	for round := range s.rounds {
+		if !s.runs("closed") {
+			break
+		}
 		for _, t := range rotate(targetNames, round) {
 			if ctx.Err() != nil {
 				return nil
@@ -166,9 +174,14 @@ func (b *bencher) runAll(ctx context.Context, rep *report) error {
 	}
 
 	sc = newScenario(fmt.Sprintf("stream %d/s", s.streamRate), streamKind, s.streamRate)
-	rep.scenarios = append(rep.scenarios, sc)
+	if s.runs("stream") {
+		rep.scenarios = append(rep.scenarios, sc)
+	}
 	spec := openLoopSpec{rate: s.streamRate, duration: s.streamDur, maxInFlight: maxInFlight, timeout: requestTimeout}
 	for round := range s.streamRounds {
+		if !s.runs("stream") {
+			break
+		}
 		for _, t := range rotate(targetNames, round) {
 			if ctx.Err() != nil {
 				return nil
@@ -177,12 +190,14 @@ func (b *bencher) runAll(ctx context.Context, rep *report) error {
 		}
 	}
 
-	if s.pprofDir != "" {
+	if s.pprofDir != "" && (s.runs("open") || s.runs("stream")) {
 		if err := b.profile(ctx, nonStream, stream); err != nil {
 			return err
 		}
 	}
-	b.openStreams(ctx, rep)
+	if s.runs("hold") {
+		b.openStreams(ctx, rep)
+	}
 	b.finish(ctx, rep)
 	return nil
 }
@@ -205,11 +220,29 @@ func (b *bencher) openStreams(ctx context.Context, rep *report) {
 			return
 		}
 		var whileOpen func()
-		if t == gateway && b.s.pprofDir != "" {
+		if t == gateway {
 			whileOpen = func() {
-				out := filepath.Join(b.s.pprofDir, fmt.Sprintf("gateway-%dstreams-heap.pprof", h.streams))
-				if err := b.fetchProfile(ctx, "/debug/pprof/heap", out); err != nil {
-					logf("%v", err)
+				// Where the gateway's memory is while every stream is open, from the Go
+				// runtime's own figures: the RSS row alone cannot say.
+				if m, err := b.st.gatewayMetrics(ctx); err == nil {
+					rep.notes = append(rep.notes, fmt.Sprintf("gateway with the streams open: %.0f goroutines, %s MiB goroutine stacks, %s MiB heap in use, %s MiB heap live objects (go_memstats_*)",
+						m["go_goroutines"], mib(uint64(m["go_memstats_stack_inuse_bytes"])),
+						mib(uint64(m["go_memstats_heap_inuse_bytes"])), mib(uint64(m["go_memstats_heap_alloc_bytes"]))))
+				}
+				if b.s.pprofDir == "" {
+					return
+				}
+				defer func() {
+					if m, err := b.st.gatewayMetrics(ctx); err == nil {
+						rep.notes = append(rep.notes, fmt.Sprintf("after a forced GC (the heap profile's): %s MiB goroutine stacks, %s MiB heap in use, %s MiB heap live objects",
+							mib(uint64(m["go_memstats_stack_inuse_bytes"])), mib(uint64(m["go_memstats_heap_inuse_bytes"])), mib(uint64(m["go_memstats_heap_alloc_bytes"]))))
+					}
+				}()
+				for name, path := range map[string]string{"heap.pprof": "/debug/pprof/heap?gc=1", "goroutines.txt": "/debug/pprof/goroutine?debug=1"} {
+					out := filepath.Join(b.s.pprofDir, fmt.Sprintf("gateway-%dstreams-%s", h.streams, name))
+					if err := b.fetchProfile(ctx, path, out); err != nil {
+						logf("%v", err)
+					}
 				}
 			}
 		}

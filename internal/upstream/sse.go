@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -12,32 +11,43 @@ import (
 // line cannot grow the gateway's memory without limit.
 const MaxEventBytes = 4 << 20
 
-// readerPool holds 4 KiB readers: SSE events are small, and a longer line is
-// read in pieces (ReadSlice's ErrBufferFull path) rather than held whole.
-var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+// initialEventBuffer is where an EventReader's buffer starts: chat chunks are
+// a few hundred bytes, and the buffer grows (up to MaxEventBytes) for the
+// rare large event. The transport already buffers the connection, so a
+// second 4 KiB bufio.Reader per stream would only cost memory: 8 MiB with
+// 2,000 streams open.
+const initialEventBuffer = 512
+
+// maxPooledBuffer bounds the buffers Close recycles, so one huge event does
+// not pin its buffer in the pool.
+const maxPooledBuffer = 16 << 10
+
+var bufferPool = sync.Pool{New: func() any { b := make([]byte, initialEventBuffer); return &b }}
 
 // EventReader splits an SSE body into raw events. Each event is returned as
 // the exact bytes the provider sent, terminating blank line included, so the
 // client receives it byte for byte.
 type EventReader struct {
-	br  *bufio.Reader
-	buf []byte
+	r       io.Reader
+	buf     *[]byte // pooled; (*buf)[start:end] is data read but not yet returned
+	start   int     // first byte of the event being assembled
+	pos     int     // first byte not yet split into lines
+	end     int     // end of the data read
+	comment bool    // every line of the event so far is a comment
+	err     error   // the read error that ends the body, reported after its data
 }
 
 // NewEventReader reads events from r. Call Close to recycle its buffer.
 func NewEventReader(r io.Reader) *EventReader {
-	br := readerPool.Get().(*bufio.Reader)
-	br.Reset(r)
-	return &EventReader{br: br}
+	return &EventReader{r: r, buf: bufferPool.Get().(*[]byte)}
 }
 
 // Close returns the reader's buffer to the pool; the reader is unusable after.
 func (r *EventReader) Close() {
-	if r.br != nil {
-		r.br.Reset(nil)
-		readerPool.Put(r.br)
-		r.br = nil
+	if r.buf != nil && cap(*r.buf) <= maxPooledBuffer {
+		bufferPool.Put(r.buf)
 	}
+	r.buf, r.r = nil, nil
 }
 
 // Next returns the next event. comment is true when the event holds only
@@ -45,49 +55,74 @@ func (r *EventReader) Close() {
 // valid until the next call. At a clean end of body it returns io.EOF; a body
 // that ends inside an event returns io.ErrUnexpectedEOF.
 func (r *EventReader) Next() (event []byte, comment bool, err error) {
-	r.buf = r.buf[:0]
-	comment = true
+	r.start, r.comment = r.pos, true // the previous event is consumed
 	for {
-		line, err := r.br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// A long line: keep reading it in pieces.
-			r.buf = append(r.buf, line...)
-			if len(r.buf) > MaxEventBytes {
-				return nil, false, &ProtocolError{Err: errEventTooLarge}
+		buf := *r.buf
+		for {
+			i := bytes.IndexByte(buf[r.pos:r.end], '\n')
+			if i < 0 {
+				break
 			}
-			comment = false
-			continue
-		}
-		if err != nil {
-			if err == io.EOF {
-				if len(r.buf) == 0 && len(line) == 0 {
-					return nil, false, io.EOF
+			line := buf[r.pos : r.pos+i+1]
+			r.pos += i + 1
+			content := bytes.TrimRight(line, "\r\n")
+			if len(content) == 0 {
+				if r.pos-r.start == len(line) {
+					// A blank line before any field: nothing to dispatch.
+					r.start = r.pos
+					continue
 				}
-				return nil, false, io.ErrUnexpectedEOF
+				return buf[r.start:r.pos], r.comment, nil
 			}
-			return nil, false, err
+			if content[0] != ':' {
+				r.comment = false
+			}
 		}
-		startOfLine := len(r.buf) == 0 || r.buf[len(r.buf)-1] == '\n'
-		r.buf = append(r.buf, line...)
-		if len(r.buf) > MaxEventBytes {
+		if r.err != nil {
+			if r.err != io.EOF {
+				return nil, false, r.err
+			}
+			if r.end == r.start {
+				return nil, false, io.EOF
+			}
+			return nil, false, io.ErrUnexpectedEOF
+		}
+		if r.end-r.start > MaxEventBytes {
 			return nil, false, &ProtocolError{Err: errEventTooLarge}
 		}
-		if !startOfLine {
-			continue // tail of a long line
+		r.fill()
+	}
+}
+
+// fill reads more of the body behind the pending event, compacting and
+// growing the buffer as needed.
+func (r *EventReader) fill() {
+	buf := *r.buf
+	if r.start > 0 {
+		n := copy(buf, buf[r.start:r.end])
+		r.pos -= r.start
+		r.end, r.start = n, 0
+	}
+	if r.end == len(buf) {
+		grown := make([]byte, min(2*len(buf), MaxEventBytes+1))
+		copy(grown, buf[:r.end])
+		if cap(buf) <= maxPooledBuffer {
+			bufferPool.Put(r.buf)
 		}
-		content := bytes.TrimRight(line, "\r\n")
-		if len(content) == 0 {
-			if len(r.buf) == len(line) {
-				// A blank line before any field: nothing to dispatch.
-				r.buf = r.buf[:0]
-				continue
-			}
-			return r.buf, comment, nil
+		r.buf, buf = &grown, grown
+	}
+	for range 100 {
+		n, err := r.r.Read(buf[r.end:])
+		r.end += n
+		if err != nil {
+			r.err = err
+			return
 		}
-		if content[0] != ':' {
-			comment = false
+		if n > 0 {
+			return
 		}
 	}
+	r.err = io.ErrNoProgress
 }
 
 // eventData returns the payload of the first data line of ev.

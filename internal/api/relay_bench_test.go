@@ -1,0 +1,90 @@
+package api
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/watchdog"
+)
+
+// chunkEvent is a typical chat completion chunk as OpenAI sends it.
+const chunkEvent = `data: {"id":"chatcmpl-9x","object":"chat.completion.chunk","created":1732900000,"model":"gpt-4o-mini","system_fingerprint":"fp_0","choices":[{"index":0,"delta":{"content":" hello"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n"
+
+var (
+	chunkBytes = []byte(chunkEvent)
+	doneBytes  = []byte("data: [DONE]\n\n")
+)
+
+// eventSource yields n copies of an event, then [DONE], without holding the
+// whole stream in memory.
+type eventSource struct {
+	n   int
+	cur []byte
+}
+
+func (s *eventSource) Read(p []byte) (int, error) {
+	if len(s.cur) == 0 {
+		switch {
+		case s.n > 0:
+			s.n--
+			s.cur = chunkBytes
+		case s.n == 0:
+			s.n--
+			s.cur = doneBytes
+		default:
+			return 0, io.EOF
+		}
+	}
+	n := copy(p, s.cur)
+	s.cur = s.cur[n:]
+	return n, nil
+}
+
+// discardWriter is a client that reads everything at once: what is left is
+// the gateway's own cost per event (split, usage check, write, flush).
+type discardWriter struct {
+	h       http.Header
+	written int64
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) WriteHeader(int)             {}
+func (w *discardWriter) Write(p []byte) (int, error) { w.written += int64(len(p)); return len(p), nil }
+func (w *discardWriter) Flush()                      {}
+
+// SetWriteDeadline is there because net/http's writer has it: without it the
+// ResponseController would allocate an ErrNotSupported per event.
+func (w *discardWriter) SetWriteDeadline(time.Time) error { return nil }
+
+// BenchmarkRelayStreamEvent is the per-event cost of forwarding SSE: one op is
+// one event through relayStream, from the upstream body to a flushed write.
+func BenchmarkRelayStreamEvent(b *testing.B) {
+	w := &discardWriter{h: http.Header{}}
+	x := &exchange{w: w, rc: http.NewResponseController(w), s: &Server{opts: Options{StreamWriteTimeout: 30 * time.Second}}}
+	resp := &http.Response{
+		StatusCode: http.StatusOK,
+		Header:     http.Header{"Content-Type": {"text/event-stream"}},
+		Body:       io.NopCloser(&eventSource{n: b.N}),
+	}
+	a := &candidates.Attempt{Stream: true, OnStreaming: func() {}}
+	ctx, watch := watchdog.Start(context.Background(), time.Minute, time.Minute)
+	defer watch.Stop()
+	hold := watchdog.NewHold(watchdog.HoldFirstBody, func() {})
+	b.ReportAllocs()
+	b.SetBytes(int64(len(chunkEvent)))
+	b.ResetTimer()
+	if err := x.relayStream(ctx, a, resp, watch, &hold, time.Now()); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	if want := int64(b.N*len(chunkEvent) + len("data: [DONE]\n\n")); w.written != want {
+		b.Fatalf("relayed %d bytes, want %d", w.written, want)
+	}
+	if w.h.Get("Cache-Control") != "no-cache" {
+		b.Fatal("stream headers not committed")
+	}
+}
