@@ -125,16 +125,34 @@ type walk struct {
 	retryAfter time.Duration
 	current    int                    // candidate being attempted, -1 before the first
 	dims       [1]admission.Dimension // the attempt's quota dimensions, reused across attempts
+	out        Outcome                // how the request ended, once it did
 }
 
 // Run walks the candidates in order until one settles the request.
-func (r *Runner) Run(ctx context.Context, req *Request, exec Executor) Outcome {
-	w := &walk{r: r, req: req, rows: make([]report.Candidate, len(req.Candidates)), retryable: true, current: -1}
-	r.Record.RecordRequest(report.Request{
+//
+// Run, run and attempt stay on the goroutine's stack for as long as a stream
+// is relayed, so they are kept thin: records, classification and outcomes
+// are built in helpers that have returned by then. With their frames small
+// the handler's stack fits in 8 KiB instead of 16 KiB, which is most of the
+// gateway's memory per open stream (docs/benchmarks.md).
+func (r *Runner) Run(ctx context.Context, req *Request, exec Executor) *Outcome {
+	w := &walk{r: r, req: req, retryable: true, current: -1}
+	w.recordPlanned()
+	defer w.recordPanic()
+	w.run(ctx, exec)
+	w.finishRequest()
+	return &w.out
+}
+
+// recordPlanned writes the pending request and its available candidates.
+func (w *walk) recordPlanned() {
+	req := w.req
+	w.r.Record.RecordRequest(report.Request{
 		ID: req.ID, ClientRequestID: req.ClientRequestID, CreatedAt: req.Received,
 		Model: req.Model, Stream: req.Stream, Client: req.Client, Priority: req.Priority.String(),
 		Status: report.RequestPending, CandidateCount: len(req.Candidates),
 	})
+	w.rows = make([]report.Candidate, len(req.Candidates))
 	for i := range req.Candidates {
 		c := &req.Candidates[i]
 		w.rows[i] = report.Candidate{
@@ -142,12 +160,8 @@ func (r *Runner) Run(ctx context.Context, req *Request, exec Executor) Outcome {
 			Endpoint: c.Target.Provider.Origin, KeyID: c.Target.KeyID, Model: c.Model,
 			Status: report.CandidateAvailable, CreatedAt: req.Received,
 		}
-		r.Record.RecordCandidate(w.rows[i])
+		w.r.Record.RecordCandidate(w.rows[i])
 	}
-	defer w.recordPanic()
-	out := w.run(ctx, exec)
-	w.finishRequest(out)
-	return out
 }
 
 // recordPanic keeps the ledger true when the attempt loop or an executor
@@ -166,29 +180,52 @@ func (w *walk) recordPanic() {
 			w.settle(w.current, report.CandidateFailed, http.StatusInternalServerError, report.ErrorTypeInternal, "gateway panic")
 		}
 	}
-	w.finishRequest(w.stop(0, Outcome{Status: report.RequestFailed, StatusCode: http.StatusInternalServerError,
-		ErrorType: report.ErrorTypeInternal}))
+	w.stop(0, Outcome{Status: report.RequestFailed, StatusCode: http.StatusInternalServerError,
+		ErrorType: report.ErrorTypeInternal})
+	w.finishRequest()
 	panic(v)
 }
 
-func (w *walk) run(ctx context.Context, exec Executor) Outcome {
+// run attempts the candidates in order until one settles the request, and
+// leaves the outcome in w.out.
+func (w *walk) run(ctx context.Context, exec Executor) {
 	for i := range w.req.Candidates {
 		if w.rows[i].Status != report.CandidateAvailable {
 			continue // skipped by an earlier provider-scoped failure
 		}
-		if err := ctx.Err(); err != nil {
-			return w.stop(i, w.clientGone(ctx))
+		if ctx.Err() != nil {
+			w.stopGone(ctx, i)
+			return
 		}
-		out, done := w.attempt(ctx, i, exec)
-		if done {
-			return out
+		if w.attempt(ctx, i, exec) {
+			return
 		}
 	}
-	return w.exhausted()
+	w.exhausted()
 }
 
-// attempt runs candidate i; done reports whether the request is settled.
-func (w *walk) attempt(ctx context.Context, i int, exec Executor) (Outcome, bool) {
+// stopGone settles a request whose context ended before candidate i. Not
+// inlined: its Outcome temporaries would otherwise sit in run's frame for
+// the whole stream.
+//
+//go:noinline
+func (w *walk) stopGone(ctx context.Context, i int) { w.stop(i, w.clientGone(ctx)) }
+
+// attempt runs candidate i and reports whether the request is settled.
+func (w *walk) attempt(ctx context.Context, i int, exec Executor) (done bool) {
+	lease, done := w.admit(ctx, i)
+	if lease == nil {
+		return done
+	}
+	defer w.release(lease)
+	a := w.begin(i, lease)
+	err := exec.Execute(ctx, a)
+	return w.end(ctx, i, a, err)
+}
+
+// admit acquires candidate i's slots. Without a lease, done reports whether
+// the admission failure settled the request.
+func (w *walk) admit(ctx context.Context, i int) (lease *admission.Lease, done bool) {
 	c := &w.req.Candidates[i]
 	prov := c.Target.Provider
 	w.current = i
@@ -199,66 +236,76 @@ func (w *walk) attempt(ctx context.Context, i int, exec Executor) (Outcome, bool
 		w.r.Observe.AdmissionWait(c, w.r.Now().Sub(start), err)
 	}
 	if err != nil {
-		return w.admissionFailed(ctx, i, start, err)
+		return nil, w.admissionFailed(ctx, i, start, err)
 	}
-	defer func() {
-		lease.Release()
-		if w.r.Observe != nil {
-			w.r.Observe.GlobalHeld(lease.GlobalHeld())
-		}
-	}()
-	admitted := w.r.Now()
-	row := &w.rows[i]
-	row.Status, row.StartedAt = report.CandidatePending, admitted
-	w.r.Record.RecordCandidate(*row)
+	return lease, false
+}
 
-	a := &Attempt{Candidate: c, Lease: lease, Stream: w.req.Stream}
+func (w *walk) release(lease *admission.Lease) {
+	lease.Release()
+	if w.r.Observe != nil {
+		w.r.Observe.GlobalHeld(lease.GlobalHeld())
+	}
+}
+
+// begin records candidate i as pending and hands out its Attempt.
+func (w *walk) begin(i int, lease *admission.Lease) *Attempt {
+	row := &w.rows[i]
+	row.Status, row.StartedAt = report.CandidatePending, w.r.Now()
+	w.r.Record.RecordCandidate(*row)
+	a := &Attempt{Candidate: &w.req.Candidates[i], Lease: lease, Stream: w.req.Stream}
 	a.OnStreaming = func() {
 		row.Status = report.CandidateStreaming
 		row.FirstByte = a.FirstByte
 		w.r.Record.RecordCandidate(*row)
 	}
-	err = exec.Execute(ctx, a)
-	end := w.r.Now()
-	row.FinishedAt, row.Latency, row.FirstByte = end, end.Sub(admitted), a.FirstByte
+	return a
+}
+
+// end records how candidate i's attempt ended and reports whether the
+// request is settled.
+func (w *walk) end(ctx context.Context, i int, a *Attempt, err error) (done bool) {
+	row := &w.rows[i]
+	now := w.r.Now()
+	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.FirstByte
 	if a.FirstByte > 0 && w.r.Observe != nil {
-		w.r.Observe.FirstByte(c, a.FirstByte)
+		w.r.Observe.FirstByte(a.Candidate, a.FirstByte)
 	}
 	if err == nil {
 		w.settle(i, report.CandidateSuccess, a.Status, "", "")
 		return w.stop(i+1, Outcome{Status: report.RequestSuccess, StatusCode: http.StatusOK, Committed: true,
-			FirstByte: a.FirstByte, Usage: a.Usage, HasUsage: a.HasUsage}), true
+			FirstByte: a.FirstByte, Usage: a.Usage, HasUsage: a.HasUsage})
 	}
 	return w.classify(ctx, i, a, err)
 }
 
-func (w *walk) admissionFailed(ctx context.Context, i int, start time.Time, err error) (Outcome, bool) {
+func (w *walk) admissionFailed(ctx context.Context, i int, start time.Time, err error) (done bool) {
 	if ctx.Err() != nil {
-		return w.stop(i, w.clientGone(ctx)), true
+		return w.stop(i, w.clientGone(ctx))
 	}
 	var te *admission.TimeoutError
 	switch {
 	case errors.As(err, &te):
 		w.fail(i, http.StatusTooManyRequests, report.ErrorTypeAdmissionTimeout, err.Error(), start)
 		w.noteRetryAfter(te.Budget)
-		return Outcome{}, false
+		return false
 	case errors.Is(err, admission.ErrQueueFull):
 		w.fail(i, http.StatusTooManyRequests, report.ErrorTypeQueueFull, err.Error(), start)
 		w.noteRetryAfter(time.Second)
-		return Outcome{}, false
+		return false
 	case errors.Is(err, admission.ErrClosed):
 		w.fail(i, http.StatusServiceUnavailable, report.ErrorTypeShutdown, err.Error(), start)
 		return w.stop(i+1, Outcome{Status: report.RequestFailed, StatusCode: http.StatusServiceUnavailable,
-			ErrorType: report.ErrorTypeShutdown, Message: "the gateway is shutting down"}), true
+			ErrorType: report.ErrorTypeShutdown, Message: "the gateway is shutting down"})
 	default:
 		w.fail(i, http.StatusInternalServerError, report.ErrorTypeInternal, err.Error(), start)
 		w.retryable = false
-		return Outcome{}, false
+		return false
 	}
 }
 
 // classify turns a failed attempt into a record and a decision.
-func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (Outcome, bool) {
+func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (done bool) {
 	// A failed client write is checked before the context: net/http cancels
 	// the request context once the connection broke, and a write deadline
 	// must still be recorded as client_write_timeout.
@@ -273,7 +320,7 @@ func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (Outc
 			status = report.CandidateFailed
 		}
 		w.settle(i, status, out.StatusCode, out.ErrorType, err.Error())
-		return w.stop(i+1, out), true
+		return w.stop(i+1, out)
 	}
 	if ctx.Err() != nil {
 		out := w.clientGone(ctx)
@@ -289,7 +336,7 @@ func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (Outc
 			w.settle(i, report.CandidateCancelled, out.StatusCode, out.ErrorType, "client went away")
 		}
 		out.Committed = a.Committed
-		return w.stop(i+1, out), true
+		return w.stop(i+1, out)
 	}
 	if a.Committed {
 		// Bytes reached the client: no failover is possible any more.
@@ -301,7 +348,7 @@ func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (Outc
 		}
 		et := report.ErrorTypeStreamInterrupted
 		w.settle(i, report.CandidateFailed, http.StatusBadGateway, et, err.Error())
-		return w.stop(i+1, Outcome{Status: report.RequestFailed, StatusCode: http.StatusBadGateway, ErrorType: et, Committed: true}), true
+		return w.stop(i+1, Outcome{Status: report.RequestFailed, StatusCode: http.StatusBadGateway, ErrorType: et, Committed: true})
 	}
 	var (
 		se *upstream.StatusError
@@ -323,7 +370,7 @@ func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (Outc
 		if se.ClientFault() {
 			w.settle(i, report.CandidateFailed, se.Code, report.ErrorTypeUpstreamHTTP, string(se.Body))
 			return w.stop(i+1, Outcome{Status: report.RequestFailed, StatusCode: se.Code,
-				ErrorType: report.ErrorTypeUpstreamHTTP, Relay: se}), true
+				ErrorType: report.ErrorTypeUpstreamHTTP, Relay: se})
 		}
 		w.settle(i, report.CandidateFailed, se.Code, report.ErrorTypeUpstreamHTTP, string(se.Body))
 		w.timedOut = se.Code == http.StatusRequestTimeout || se.Code == http.StatusGatewayTimeout
@@ -348,7 +395,7 @@ func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (Outc
 		w.timedOut, w.retryable = false, false
 		w.skipProvider(i)
 	}
-	return Outcome{}, false
+	return false
 }
 
 func (w *walk) watchdogFired(i int, kind string) {
@@ -369,7 +416,8 @@ func (w *walk) clientGone(ctx context.Context) Outcome {
 }
 
 // finishRequest writes the request's final record.
-func (w *walk) finishRequest(out Outcome) {
+func (w *walk) finishRequest() {
+	out := &w.out
 	now := w.r.Now()
 	rec := report.Request{
 		ID: w.req.ID, ClientRequestID: w.req.ClientRequestID, CreatedAt: w.req.Received,
@@ -441,9 +489,9 @@ func (w *walk) noteRetryAfter(d time.Duration) {
 	}
 }
 
-// stop settles the request: candidates from index from on that were never
-// tried become unused.
-func (w *walk) stop(from int, out Outcome) Outcome {
+// stop settles the request with out: candidates from index from on that were
+// never tried become unused. It returns true, for callers that report done.
+func (w *walk) stop(from int, out Outcome) bool {
 	for j := from; j < len(w.rows); j++ {
 		if w.rows[j].Status == report.CandidateAvailable {
 			w.rows[j].Status = report.CandidateUnused
@@ -451,13 +499,14 @@ func (w *walk) stop(from int, out Outcome) Outcome {
 			w.observeUntried(j)
 		}
 	}
-	return out
+	w.out = out
+	return true
 }
 
-// exhausted builds the error for a request whose every candidate failed
-// (DESIGN section 4): 429 when each failed by admission or an upstream 429,
-// 504 when the last failure was a timeout, else 502.
-func (w *walk) exhausted() Outcome {
+// exhausted settles a request whose every candidate failed (DESIGN section
+// 4): 429 when each failed by admission or an upstream 429, 504 when the last
+// failure was a timeout, else 502.
+func (w *walk) exhausted() {
 	out := Outcome{Status: report.RequestFailed, Code: "candidates_exhausted"}
 	switch {
 	case w.failed > 0 && w.retryable:
@@ -479,5 +528,5 @@ func (w *walk) exhausted() Outcome {
 			break
 		}
 	}
-	return out
+	w.out = out
 }
