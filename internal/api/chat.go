@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -16,27 +15,46 @@ import (
 
 const priorityHeader = "X-Gateway-Priority"
 
-// chatCompletions serves POST /v1/chat/completions.
+// chatHandler serves POST /v1/chat/completions. It is a type rather than a
+// method value, which would add a wrapper frame to every stream's stack.
+type chatHandler struct{ s *Server }
+
+func (h chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.s.chatCompletions(w, r) }
+
+// chatCompletions stays on the stack while a stream is relayed, so the checks
+// and planning that come before live in prepare, whose frame is gone by then.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	req, x := s.prepare(w, r)
+	if req == nil {
+		return
+	}
+	// r.Context() descends from BaseContext, so HardStop reaches it with the
+	// shutdown cause without a per-request context layer.
+	s.finish(w, r, s.opts.Runner.Run(r.Context(), req, x))
+}
+
+// prepare authenticates, reads, validates and plans a chat request. It
+// answers the client itself and returns nil when the request is refused.
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (*candidates.Request, *exchange) {
 	received := time.Now()
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")
 		s.reject(w, r, http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", "the gateway is shutting down")
-		return
+		return nil, nil
 	}
 	clientName, ceiling := "", admission.Interactive
 	if s.opts.Clients != nil {
 		name, c, ok := s.opts.Clients.Authenticate(r.Header.Get("Authorization"))
 		if !ok {
 			s.reject(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
-			return
+			return nil, nil
 		}
 		clientName, ceiling = name, c
 	}
 	prio, err := requestPriority(r.Header.Get(priorityHeader), ceiling)
 	if err != nil {
 		s.reject(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
-		return
+		return nil, nil
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -44,17 +62,17 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &mbe) {
 			s.reject(w, r, http.StatusRequestEntityTooLarge, typeInvalidRequest, codeRequestTooLarge, "",
 				"request body is larger than the gateway's limit")
-			return
+			return nil, nil
 		}
 		s.reject(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", "could not read the request body")
-		return
+		return nil, nil
 	}
 	chat, err := upstream.ParseChatRequest(body)
 	if err != nil {
 		var re *upstream.RequestError
 		errors.As(err, &re)
 		s.reject(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
-		return
+		return nil, nil
 	}
 	planStart := time.Now()
 	plan, err := s.opts.Planner.Plan(chat.Model)
@@ -64,18 +82,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.reject(w, r, http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model",
 			"the model '"+chat.Model+"' does not exist on this gateway")
-		return
+		return nil, nil
 	}
 	req := &candidates.Request{
 		ID: requestID(r.Context()), ClientRequestID: clientRequestID(r.Context()),
 		Model: chat.Model, Stream: chat.Stream, Client: clientName, Priority: prio,
 		Received: received, Candidates: plan,
 	}
-	// r.Context() descends from BaseContext, so HardStop reaches it with the
-	// shutdown cause without a per-request context layer.
-	x := newExchange(w, r, chat, s)
-	out := s.opts.Runner.Run(r.Context(), req, x)
-	s.finish(w, r, out)
+	return req, newExchange(w, r, chat, s)
 }
 
 // reject answers a request refused before planning (bad input, bad key,
@@ -88,7 +102,7 @@ func (s *Server) reject(w http.ResponseWriter, r *http.Request, status int, typ,
 }
 
 // finish answers a request the loop did not answer itself.
-func (s *Server) finish(w http.ResponseWriter, r *http.Request, out candidates.Outcome) {
+func (s *Server) finish(w http.ResponseWriter, r *http.Request, out *candidates.Outcome) {
 	switch {
 	case out.Committed:
 		if out.Status != report.RequestSuccess && out.ErrorType != report.ErrorTypeClientCancelled {
@@ -160,12 +174,34 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 
 func readCapped(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	rd := http.MaxBytesReader(w, r.Body, limit)
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	if _, err := io.Copy(&buf, rd); err != nil {
+	body, err := readAll(rd, r.ContentLength)
+	if err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	// Closing a body read to its end tells net/http it is consumed, so it
+	// does not try to discard a rest when the response starts: that runs
+	// deep on the handler's stack, in the middle of a stream's first flush.
+	_ = rd.Close()
+	return body, nil
+}
+
+// readAll reads r to its end; n is the body's length when it is known
+// (Content-Length; net/http enforces it), and then the buffer is exactly
+// that large: it is kept for the request's life, retries included.
+func readAll(r io.Reader, n int64) ([]byte, error) {
+	if n < 0 {
+		return io.ReadAll(r)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, err
+	}
+	var probe [1]byte
+	if m, err := r.Read(probe[:]); m > 0 || (err != nil && err != io.EOF) {
+		if err == nil {
+			err = errors.New("request body longer than its Content-Length")
+		}
+		return nil, err
+	}
+	return body, nil
 }

@@ -23,6 +23,16 @@ type exchange struct {
 	header http.Header // the client's request headers
 	chat   *upstream.ChatRequest
 	s      *Server
+
+	// The attempt in flight. Attempts run one after another, so one set of
+	// fields serves them all; kept here rather than in locals, the frames
+	// that stay on the stack while a stream is relayed are smaller (see
+	// Server.ServeHTTP for why that matters).
+	resp     *http.Response
+	watch    *watchdog.Watch
+	cancel   context.CancelFunc // the total timeout's
+	hold     watchdog.Hold
+	admitted time.Time
 }
 
 var _ candidates.Executor = (*exchange)(nil)
@@ -33,40 +43,58 @@ func newExchange(w http.ResponseWriter, r *http.Request, chat *upstream.ChatRequ
 
 // Execute implements candidates.Executor.
 func (x *exchange) Execute(ctx context.Context, a *candidates.Attempt) error {
-	c := a.Candidate
-	prov := c.Provider()
-	client := x.s.opts.Upstreams[prov.Name]
-	admitted := time.Now()
+	x.admitted = time.Now()
 	if h := x.s.opts.TestHook; h != nil {
 		h("attempt")
 	}
+	ctx = x.arm(ctx, a)
+	defer x.disarm()
+	resp, err := x.call(ctx, a)
+	if err != nil {
+		return cause(ctx, err)
+	}
+	defer resp.Body.Close()
+	x.resp = resp
+	a.Status = resp.StatusCode
+	if !a.Stream {
+		a.FirstByte = time.Since(x.admitted)
+		return x.relayBody(ctx, a, resp)
+	}
+	x.hold = watchdog.NewHold(x.s.opts.HoldMode, a.Lease.ReleaseGlobal)
+	defer x.hold.End()
+	x.hold.Headers()
+	return x.relayStream(ctx, a)
+}
 
+// arm starts the attempt's watchdog (streams only) and total timeout.
+func (x *exchange) arm(ctx context.Context, a *candidates.Attempt) context.Context {
+	prov := a.Candidate.Provider()
 	var firstByte, idle time.Duration
 	if a.Stream {
 		firstByte, idle = prov.FirstByte, prov.Idle
 	}
-	wctx, watch := watchdog.Start(ctx, firstByte, idle)
-	defer watch.Stop()
-	tctx, cancel := context.WithTimeoutCause(wctx, prov.Total, upstream.ErrTotalTimeout)
-	defer cancel()
+	ctx, x.watch = watchdog.Start(ctx, firstByte, idle)
+	ctx, x.cancel = context.WithTimeoutCause(ctx, prov.Total, upstream.ErrTotalTimeout)
+	return ctx
+}
 
-	resp, err := client.Send(tctx, &upstream.Call{
+// disarm stops what arm started.
+func (x *exchange) disarm() {
+	x.cancel()
+	x.watch.Stop()
+}
+
+// call sends the attempt's request to its provider. Not inlined: the Call
+// it builds would otherwise stay in Execute's frame for the whole stream.
+//
+//go:noinline
+func (x *exchange) call(ctx context.Context, a *candidates.Attempt) (*http.Response, error) {
+	c := a.Candidate
+	prov := c.Provider()
+	return x.s.opts.Upstreams[prov.Name].Send(ctx, &upstream.Call{
 		URL: prov.ChatURL, Key: c.Target.Key, Extra: prov.Headers, ClientHeader: x.header,
 		Body: x.chat.WithModel(c.Model), Stream: a.Stream,
 	})
-	if err != nil {
-		return cause(tctx, err)
-	}
-	defer resp.Body.Close()
-	a.Status = resp.StatusCode
-	if !a.Stream {
-		a.FirstByte = time.Since(admitted)
-		return x.relayBody(tctx, a, resp)
-	}
-	hold := watchdog.NewHold(x.s.opts.HoldMode, a.Lease.ReleaseGlobal)
-	defer hold.End()
-	hold.Headers()
-	return x.relayStream(tctx, a, resp, watch, &hold, admitted)
 }
 
 // cause replaces a bare cancellation error with why the context ended: a
@@ -80,63 +108,99 @@ func cause(ctx context.Context, err error) error {
 	return err
 }
 
-func (x *exchange) relayStream(ctx context.Context, a *candidates.Attempt, resp *http.Response,
-	watch *watchdog.Watch, hold *watchdog.Hold, admitted time.Time) error {
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		return &upstream.ProtocolError{Err: errors.New("stream answered with Content-Type " + strconv.Quote(ct))}
+func (x *exchange) relayStream(ctx context.Context, a *candidates.Attempt) error {
+	if err := checkStreamType(x.resp); err != nil {
+		return err
 	}
-	er := upstream.NewEventReader(resp.Body)
+	er := upstream.NewEventReader(x.resp.Body)
 	defer er.Close()
 	for {
 		ev, comment, err := er.Next()
 		if err != nil {
-			if err == io.EOF {
-				if !a.Committed {
-					return &upstream.ProtocolError{Err: errors.New("stream ended before its first event")}
-				}
-				return nil
-			}
-			err = cause(ctx, err)
-			var pe *upstream.ProtocolError
-			if !errors.As(err, &pe) && ctx.Err() == nil {
-				err = &upstream.ProtocolError{Err: err}
-			}
-			if a.Committed {
-				x.streamError()
-			}
-			return err
+			return x.streamEnded(ctx, a, err)
 		}
-		if !a.Committed {
+		first := !a.Committed
+		if first {
 			if comment {
 				continue // the client sees nothing until a candidate really starts
 			}
-			if !watch.FirstByte() {
-				return watchdog.ErrFirstByteTimeout
-			}
-			a.FirstByte = time.Since(admitted)
-			h := x.w.Header()
-			upstream.CopyResponseHeaders(h, resp.Header)
-			h.Set("Cache-Control", "no-cache")
-			h.Set("X-Accel-Buffering", "no")
-			a.Committed = true
-			x.w.WriteHeader(resp.StatusCode)
-			if err := x.send(ev); err != nil {
+			if err := x.commitStream(a); err != nil {
 				return err
 			}
-			a.OnStreaming()
-			hold.FirstBody()
-			if h := x.s.opts.TestHook; h != nil {
-				h("streaming")
-			}
-			continue
+		} else {
+			x.watch.Activity()
+			x.noteUsage(a, ev)
 		}
-		watch.Activity()
-		if u, ok := upstream.EventUsage(ev); ok {
-			a.Usage, a.HasUsage = u, true
-		}
+		// The first send flushes the headers too, the deepest the handler's
+		// stack goes; it is made here rather than in a helper for that reason.
 		if err := x.send(ev); err != nil {
 			return err
 		}
+		if first {
+			x.streamStarted(a)
+		}
+	}
+}
+
+// The helpers below hold what relayStream does once or at the end, so that
+// its own frame, on the stack for the stream's whole life, stays small.
+
+func checkStreamType(resp *http.Response) error {
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		return &upstream.ProtocolError{Err: errors.New("stream answered with Content-Type " + strconv.Quote(ct))}
+	}
+	return nil
+}
+
+// streamEnded turns the end of the upstream body into the attempt's result.
+func (x *exchange) streamEnded(ctx context.Context, a *candidates.Attempt, err error) error {
+	if err == io.EOF {
+		if !a.Committed {
+			return &upstream.ProtocolError{Err: errors.New("stream ended before its first event")}
+		}
+		return nil
+	}
+	err = cause(ctx, err)
+	var pe *upstream.ProtocolError
+	if !errors.As(err, &pe) && ctx.Err() == nil {
+		err = &upstream.ProtocolError{Err: err}
+	}
+	if a.Committed {
+		x.streamError()
+	}
+	return err
+}
+
+// commitStream sets the status and headers of a stream: from here on the
+// attempt owns the response. The first event's send writes them.
+func (x *exchange) commitStream(a *candidates.Attempt) error {
+	if !x.watch.FirstByte() {
+		return watchdog.ErrFirstByteTimeout
+	}
+	a.FirstByte = time.Since(x.admitted)
+	h := x.w.Header()
+	upstream.CopyResponseHeaders(h, x.resp.Header)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	a.Committed = true
+	x.w.WriteHeader(x.resp.StatusCode)
+	return nil
+}
+
+// streamStarted runs once the first event reached the client.
+func (x *exchange) streamStarted(a *candidates.Attempt) {
+	a.OnStreaming()
+	x.hold.FirstBody()
+	if h := x.s.opts.TestHook; h != nil {
+		h("streaming")
+	}
+}
+
+// noteUsage keeps the usage a chunk carries (the last one, with
+// stream_options.include_usage).
+func (x *exchange) noteUsage(a *candidates.Attempt, ev []byte) {
+	if u, ok := upstream.EventUsage(ev); ok {
+		a.Usage, a.HasUsage = u, true
 	}
 }
 

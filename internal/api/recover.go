@@ -26,11 +26,20 @@ func (t *trackingWriter) Write(b []byte) (int, error) {
 	return t.ResponseWriter.Write(b)
 }
 
-func (t *trackingWriter) Flush() {
+func (t *trackingWriter) Flush() { _ = t.FlushError() }
+
+// FlushError is what http.ResponseController.Flush calls: with it, a flush
+// that fails (the client is gone, or stopped reading past the write
+// deadline) is reported, not swallowed.
+func (t *trackingWriter) FlushError() error {
 	t.started = true
-	if f, ok := t.ResponseWriter.(http.Flusher); ok {
+	switch f := t.ResponseWriter.(type) {
+	case interface{ FlushError() error }:
+		return f.FlushError()
+	case http.Flusher:
 		f.Flush()
 	}
+	return nil
 }
 
 func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }

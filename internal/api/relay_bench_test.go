@@ -65,7 +65,7 @@ func (w *discardWriter) SetWriteDeadline(time.Time) error { return nil }
 func BenchmarkRelayStreamEvent(b *testing.B) {
 	w := &discardWriter{h: http.Header{}}
 	x := &exchange{w: w, rc: http.NewResponseController(w), s: &Server{opts: Options{StreamWriteTimeout: 30 * time.Second}}}
-	resp := &http.Response{
+	x.resp = &http.Response{
 		StatusCode: http.StatusOK,
 		Header:     http.Header{"Content-Type": {"text/event-stream"}},
 		Body:       io.NopCloser(&eventSource{n: b.N}),
@@ -73,11 +73,12 @@ func BenchmarkRelayStreamEvent(b *testing.B) {
 	a := &candidates.Attempt{Stream: true, OnStreaming: func() {}}
 	ctx, watch := watchdog.Start(context.Background(), time.Minute, time.Minute)
 	defer watch.Stop()
-	hold := watchdog.NewHold(watchdog.HoldFirstBody, func() {})
+	x.watch, x.admitted = watch, time.Now()
+	x.hold = watchdog.NewHold(watchdog.HoldFirstBody, func() {})
 	b.ReportAllocs()
 	b.SetBytes(int64(len(chunkEvent)))
 	b.ResetTimer()
-	if err := x.relayStream(ctx, a, resp, watch, &hold, time.Now()); err != nil {
+	if err := x.relayStream(ctx, a); err != nil {
 		b.Fatal(err)
 	}
 	b.StopTimer()

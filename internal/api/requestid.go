@@ -19,17 +19,25 @@ const (
 // record when it is well-formed, and never echoed.
 func withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := uuid.NewV7()
-		if err != nil {
-			id = uuid.New()
-		}
-		w.Header().Set("X-Request-Id", id.String())
-		ctx := context.WithValue(r.Context(), keyRequestID, id)
-		if c := r.Header.Get("X-Request-Id"); validClientRequestID(c) {
-			ctx = context.WithValue(ctx, keyClientRequestID, c)
-		}
-		next.ServeHTTP(w, r.WithContext(ctx))
+		next.ServeHTTP(w, identify(w, r))
 	})
+}
+
+// identify sets the request's ID on the response and in the context. Not
+// inlined, so its temporaries are not on the stack for a stream's life.
+//
+//go:noinline
+func identify(w http.ResponseWriter, r *http.Request) *http.Request {
+	id, err := uuid.NewV7()
+	if err != nil {
+		id = uuid.New()
+	}
+	w.Header().Set("X-Request-Id", id.String())
+	ctx := context.WithValue(r.Context(), keyRequestID, id)
+	if c := r.Header.Get("X-Request-Id"); validClientRequestID(c) {
+		ctx = context.WithValue(ctx, keyClientRequestID, c)
+	}
+	return r.WithContext(ctx)
 }
 
 func requestID(ctx context.Context) uuid.UUID {

@@ -63,6 +63,7 @@ type Options struct {
 type Server struct {
 	opts     Options
 	router   chi.Router
+	chat     http.Handler    // chat completions with the middlewares, dispatched before the router
 	models   []byte          // pre-encoded /v1/models body
 	notReady atomic.Bool     // /readyz fails (shutdown began)
 	draining atomic.Bool     // new chat requests get 503
@@ -80,14 +81,16 @@ func New(opts Options) *Server {
 	s.models = encodeModels(opts.Planner.Models())
 
 	r := chi.NewRouter()
-	r.Use(withRequestID, recoverer(opts.Logger, opts.OnPanic))
+	middlewares := []func(http.Handler) http.Handler{withRequestID, recoverer(opts.Logger, opts.OnPanic)}
+	r.Use(middlewares...)
+	s.chat = chain(middlewares, chatHandler{s})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusNotFound, typeInvalidRequest, codeNotFound, "", "no route for "+r.Method+" "+r.URL.Path)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusMethodNotAllowed, typeInvalidRequest, codeMethodNotAllowed, "", "method "+r.Method+" not allowed on "+r.URL.Path)
 	})
-	r.Post("/v1/chat/completions", s.chatCompletions)
+	r.Method(http.MethodPost, chatPath, chatHandler{s}) // for 405s and odd paths; ServeHTTP takes the rest
 	r.Get("/v1/models", s.listModels)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -117,8 +120,31 @@ func New(opts Options) *Server {
 // SetTestHook installs Options.TestHook; call it before serving traffic.
 func (s *Server) SetTestHook(f func(point string)) { s.opts.TestHook = f }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Chat completions, nearly all of the
+// traffic, go straight to their handler, wrapped in the same middlewares;
+// everything else is routed by chi. Skipping the router saves its request
+// copy per request and, more to the point, about 450 bytes of stack: a
+// streaming handler's deepest moment (the first flush, in net/http) then
+// fits in an 8 KiB goroutine stack instead of 16 KiB, 16 MiB less with 2,000
+// streams open.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.URL.Path == chatPath && r.URL.RawPath == "" {
+		s.chat.ServeHTTP(w, r)
+		return
+	}
+	s.router.ServeHTTP(w, r)
+}
+
+// chatPath is the one route ServeHTTP dispatches itself.
+const chatPath = "/v1/chat/completions"
+
+// chain wraps h in middlewares, the first outermost, as chi's Use does.
+func chain(middlewares []func(http.Handler) http.Handler, h http.Handler) http.Handler {
+	for i := len(middlewares) - 1; i >= 0; i-- {
+		h = middlewares[i](h)
+	}
+	return h
+}
 
 // MarkNotReady makes /readyz fail so load balancers stop sending traffic;
 // requests are still served (GATEWAY_SHUTDOWN_DELAY).
