@@ -127,6 +127,29 @@ func referenceEvents(in string) ([]event, error) {
 
 // FuzzEventReader checks EventReader against referenceEvents, with the body
 // arriving one byte at a time, so every buffer boundary is exercised.
+// TestTailUsage: usage is found at the end of a body, nested details and
+// braces inside strings included; anything cut off or malformed is no usage.
+func TestTailUsage(t *testing.T) {
+	tests := []struct {
+		tail string
+		want int64 // total tokens; -1 for none
+	}{
+		{`"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`, 3},
+		{`"usage" : {"prompt_tokens":1,"prompt_tokens_details":{"cached_tokens":0},"total_tokens":4},"x":"}"}`, 4},
+		{`"content":"say \"usage\": {\"total_tokens\": 9}"},"usage":{"note":"a } and a \" {","total_tokens":5}}`, 5},
+		{`"usage":{"total_tokens":6`, -1},
+		{`"usage":null}`, -1},
+		{`"usage":{"total_tokens":"x"}}`, -1},
+		{`no usage here`, -1},
+	}
+	for _, tt := range tests {
+		u, ok := TailUsage([]byte(tt.tail))
+		if got := map[bool]int64{true: u.TotalTokens, false: -1}[ok]; got != tt.want {
+			t.Errorf("TailUsage(%s) = %d, want %d", tt.tail, got, tt.want)
+		}
+	}
+}
+
 func FuzzEventReader(f *testing.F) {
 	f.Add([]byte("data: a\n\n: c\n\ndata: [DONE]\n\n"))
 	f.Add([]byte("data: a\r\n\r\nevent: x\ndata: y"))
