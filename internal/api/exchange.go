@@ -30,7 +30,6 @@ type exchange struct {
 	// Server.ServeHTTP for why that matters).
 	resp     *http.Response
 	watch    *watchdog.Watch
-	cancel   context.CancelFunc // the total timeout's
 	hold     watchdog.Hold
 	admitted time.Time
 }
@@ -66,7 +65,8 @@ func (x *exchange) Execute(ctx context.Context, a *candidates.Attempt) error {
 	return x.relayStream(ctx, a)
 }
 
-// arm starts the attempt's watchdog (streams only) and total timeout.
+// arm starts the attempt's watchdog: first-byte and idle deadlines (streams
+// only) and the total timeout.
 func (x *exchange) arm(ctx context.Context, a *candidates.Attempt) context.Context {
 	prov := a.Candidate.Provider()
 	var firstByte, idle time.Duration
@@ -74,15 +74,12 @@ func (x *exchange) arm(ctx context.Context, a *candidates.Attempt) context.Conte
 		firstByte, idle = prov.FirstByte, prov.Idle
 	}
 	ctx, x.watch = watchdog.Start(ctx, firstByte, idle)
-	ctx, x.cancel = context.WithTimeoutCause(ctx, prov.Total, upstream.ErrTotalTimeout)
+	x.watch.Limit(prov.Total, upstream.ErrTotalTimeout)
 	return ctx
 }
 
 // disarm stops what arm started.
-func (x *exchange) disarm() {
-	x.cancel()
-	x.watch.Stop()
-}
+func (x *exchange) disarm() { x.watch.Stop() }
 
 // call sends the attempt's request to its provider. Not inlined: the Call
 // it builds would otherwise stay in Execute's frame for the whole stream.

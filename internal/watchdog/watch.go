@@ -28,6 +28,7 @@ const (
 type Watch struct {
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
+	limit  *time.Timer // Limit's; nil when unset
 	idle   time.Duration
 	phase  atomic.Int32
 }
@@ -83,11 +84,24 @@ func (w *Watch) Activity() {
 	}
 }
 
+// Limit bounds the whole attempt: after d the watch's context is cancelled
+// with cause, whatever the phase. Call it once, right after Start. It saves a
+// context.WithTimeoutCause layer (a context, its timer and its parent's
+// bookkeeping) on every attempt; d <= 0 sets no limit.
+func (w *Watch) Limit(d time.Duration, cause error) {
+	if d > 0 {
+		w.limit = time.AfterFunc(d, func() { w.cancel(cause) })
+	}
+}
+
 // Stop ends the watch and releases its context.
 func (w *Watch) Stop() {
 	w.phase.Store(phaseStopped)
 	if w.timer != nil {
 		w.timer.Stop()
+	}
+	if w.limit != nil {
+		w.limit.Stop()
 	}
 	w.cancel(context.Canceled)
 }

@@ -64,6 +64,33 @@ func TestNoDeadlines(t *testing.T) {
 	}
 }
 
+// TestLimit: the total limit cancels with its cause in any phase, even while
+// events keep the idle deadline away, and Stop disarms it.
+func TestLimit(t *testing.T) {
+	errTotal := errors.New("total")
+	ctx, w := Start(context.Background(), time.Hour, time.Hour)
+	w.Limit(60*time.Millisecond, errTotal)
+	defer w.Stop()
+	if !w.FirstByte() {
+		t.Fatal("FirstByte in time reported late")
+	}
+	for ctx.Err() == nil {
+		w.Activity()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !errors.Is(context.Cause(ctx), errTotal) {
+		t.Fatalf("cause = %v, want the limit's", context.Cause(ctx))
+	}
+
+	ctx, w = Start(context.Background(), 0, 0)
+	w.Limit(20*time.Millisecond, errTotal)
+	w.Stop()
+	time.Sleep(40 * time.Millisecond)
+	if errors.Is(context.Cause(ctx), errTotal) {
+		t.Fatal("a stopped watch's limit fired")
+	}
+}
+
 // TestParentCancelKeepsCause: a client that leaves is not a watchdog firing.
 func TestParentCancelKeepsCause(t *testing.T) {
 	parent, cancel := context.WithCancel(context.Background())
