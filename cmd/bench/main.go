@@ -31,11 +31,13 @@ package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -198,11 +200,10 @@ func environment(s settings, st *stack, started time.Time) []string {
 		mem = strings.Join(strings.Fields(first)[1:], " ")
 	}
 	gover, _ := exec.Command("go", "env", "GOVERSION").Output()
-	head, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 	return []string{
-		fmt.Sprintf("Measured %s, mode %s. Gateway under test: %s/gateway built %s from the working tree at commit %s (uncommitted changes included).",
+		fmt.Sprintf("Measured %s, mode %s. Gateway under test: %s/gateway built %s from %s.",
 			started.Format("2006-01-02 15:04 MST"), mode, s.binDir, st.gatewayBuilt.UTC().Format("2006-01-02 15:04:05 MST"),
-			strings.TrimSpace(string(head))),
+			builtFrom(s.binDir)),
 		fmt.Sprintf("Machine: %d CPUs (%s), MemTotal %s, %s %s/%s; load driver, mock, proxies and Postgres share it.",
 			runtime.NumCPU(), model, mem, strings.TrimSpace(string(gover)), runtime.GOOS, runtime.GOARCH),
 		fmt.Sprintf("Mock upstream: %v latency, %d-word answers; streams %d chunks %v apart. Postgres: %s.",
@@ -240,4 +241,36 @@ func (b *bencher) header(extra map[string]string) http.Header {
 		h.Set(k, v)
 	}
 	return h
+}
+
+// builtFrom names the commit the gateway binary in binDir was built from: its
+// VCS stamp when the toolchain wrote one, else (stamping is off with
+// GOFLAGS=-buildvcs=false) this checkout's HEAD for the default bin/, and
+// nothing it cannot know for a BENCH_BIN from elsewhere.
+func builtFrom(binDir string) string {
+	if info, err := buildinfo.ReadFile(filepath.Join(binDir, "gateway")); err == nil {
+		rev, modified := "", false
+		for _, kv := range info.Settings {
+			switch kv.Key {
+			case "vcs.revision":
+				rev = kv.Value
+			case "vcs.modified":
+				modified = kv.Value == "true"
+			}
+		}
+		if len(rev) > 7 {
+			rev = rev[:7]
+		}
+		switch {
+		case rev != "" && modified:
+			return "commit " + rev + " plus uncommitted changes"
+		case rev != "":
+			return "commit " + rev
+		}
+	}
+	if binDir != "bin" {
+		return "a build without a VCS stamp (BENCH_BIN=" + binDir + "): say which commit when you report it"
+	}
+	head, _ := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	return "the working tree at commit " + strings.TrimSpace(string(head)) + " (uncommitted changes included)"
 }
