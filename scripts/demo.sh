@@ -17,7 +17,7 @@ bin/mockupstream -addr 127.0.0.1:9002 -identity backup -chunk-interval 50ms &
 pids+=($!)
 
 if [ -z "${GATEWAY_DATABASE_URL:-}" ]; then
-  GATEWAY_DATABASE_URL=$(bash scripts/pg-local.sh start ./data/pg 55432 | tail -n 1)
+  GATEWAY_DATABASE_URL=$(bash scripts/pg-local.sh start ./data/pg 25432 | tail -n 1)
   export GATEWAY_DATABASE_URL
 fi
 export GATEWAY_CONFIG="${GATEWAY_CONFIG:-examples/demo.yaml}"

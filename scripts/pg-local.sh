@@ -5,16 +5,18 @@
 #   scripts/pg-local.sh stop  [DIR]          stop it (fast shutdown)
 #   scripts/pg-local.sh url   [DIR] [PORT]   print the DSN without starting anything
 #
-# DIR defaults to ./data/pg and PORT to 55432. The cluster uses trust auth, listens
-# on 127.0.0.1 only, and keeps its unix socket inside DIR, so it never collides
-# with a system Postgres. Server binaries come from /usr/lib/postgresql/*/bin or
-# PATH; if none exist they are installed with apt-get (root, or passwordless sudo).
+# DIR defaults to ./data/pg and PORT to 25432: below the kernel's ephemeral range
+# (32768-60999), where a busy machine's outgoing connections could hold the port.
+# The cluster uses trust auth, listens on 127.0.0.1 only, and keeps its unix
+# socket inside DIR, so it never collides with a system Postgres. Server
+# binaries come from /usr/lib/postgresql/*/bin or PATH; if none exist they are
+# installed with apt-get (root, or passwordless sudo).
 # As root, initdb and the server run as the `postgres` user. `start` is idempotent
 # and serialised with flock, so concurrent test processes can all call it.
 set -euo pipefail
 
 DEFAULT_DIR=./data/pg
-DEFAULT_PORT=55432
+DEFAULT_PORT=25432
 
 die() {
 	echo "pg-local: $*" >&2

@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${GATEWAY_DATABASE_URL:-}" ] && [ -z "${DATABASE_URL:-}" ]; then
-  GATEWAY_DATABASE_URL=$(bash scripts/pg-local.sh start ./data/pg 55432 | tail -n 1)
+  GATEWAY_DATABASE_URL=$(bash scripts/pg-local.sh start ./data/pg 25432 | tail -n 1)
   export GATEWAY_DATABASE_URL
 fi
 exec bin/gateway serve

@@ -25,7 +25,7 @@ import (
 // it falls back to when the script cannot give one.
 const (
 	pgLocalDir    = "./data/bench-pg"
-	pgLocalPort   = "55433"
+	pgLocalPort   = "25433"
 	pgFallbackDSN = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 	benchDatabase = "gateway_bench"
 )
