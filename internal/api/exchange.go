@@ -78,8 +78,12 @@ func (x *exchange) arm(ctx context.Context, a *candidates.Attempt) context.Conte
 	return ctx
 }
 
-// disarm stops what arm started.
-func (x *exchange) disarm() { x.watch.Stop() }
+// disarm stops what arm started and lets go of the attempt's response, whose
+// request holds the upstream body, before a failover.
+func (x *exchange) disarm() {
+	x.watch.Stop()
+	x.resp = nil
+}
 
 // call sends the attempt's request to its provider. Not inlined: the Call
 // it builds would otherwise stay in Execute's frame for the whole stream.

@@ -90,7 +90,9 @@ func New(opts Options) *Server {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusMethodNotAllowed, typeInvalidRequest, codeMethodNotAllowed, "", "method "+r.Method+" not allowed on "+r.URL.Path)
 	})
-	r.Method(http.MethodPost, chatPath, chatHandler{s}) // for 405s and odd paths; ServeHTTP takes the rest
+	// ServeHTTP takes every POST here; the route makes chi answer 405 to the
+	// other methods on the path.
+	r.Method(http.MethodPost, chatPath, chatHandler{s})
 	r.Get("/v1/models", s.listModels)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

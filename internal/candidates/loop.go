@@ -126,6 +126,7 @@ type walk struct {
 	current    int                    // candidate being attempted, -1 before the first
 	dims       [1]admission.Dimension // the attempt's quota dimensions, reused across attempts
 	out        Outcome                // how the request ended, once it did
+	admitStart time.Time              // when the attempt in flight asked for its slots
 }
 
 // Run walks the candidates in order until one settles the request.
@@ -232,12 +233,15 @@ func (w *walk) admit(ctx context.Context, i int) (lease *admission.Lease, done b
 	start := w.r.Now()
 	w.dims[0] = admission.Dimension{Gate: admission.TargetGate, ID: c.Target.ID, Label: prov.Name, Limit: prov.MaxConcurrency}
 	lease, err := w.r.Admit.Acquire(ctx, admission.Request{Priority: w.req.Priority, Budget: prov.QueueBudget, Dimensions: w.dims[:]})
-	if w.r.Observe != nil {
-		w.r.Observe.AdmissionWait(c, w.r.Now().Sub(start), err)
-	}
 	if err != nil {
+		if w.r.Observe != nil {
+			w.r.Observe.AdmissionWait(c, w.r.Now().Sub(start), err)
+		}
 		return nil, w.admissionFailed(ctx, i, start, err)
 	}
+	// A granted wait is observed in begin, once attempt has deferred the
+	// lease's release: nothing between the grant and that defer may panic.
+	w.admitStart = start
 	return lease, false
 }
 
@@ -251,7 +255,11 @@ func (w *walk) release(lease *admission.Lease) {
 // begin records candidate i as pending and hands out its Attempt.
 func (w *walk) begin(i int, lease *admission.Lease) *Attempt {
 	row := &w.rows[i]
-	row.Status, row.StartedAt = report.CandidatePending, w.r.Now()
+	admitted := w.r.Now()
+	if w.r.Observe != nil {
+		w.r.Observe.AdmissionWait(&w.req.Candidates[i], admitted.Sub(w.admitStart), nil)
+	}
+	row.Status, row.StartedAt = report.CandidatePending, admitted
 	w.r.Record.RecordCandidate(*row)
 	a := &Attempt{Candidate: &w.req.Candidates[i], Lease: lease, Stream: w.req.Stream}
 	a.OnStreaming = func() {

@@ -72,6 +72,9 @@ func (r *EventReader) Next() (event []byte, comment bool, err error) {
 					r.start = r.pos
 					continue
 				}
+				if r.pos-r.start > MaxEventBytes {
+					return nil, false, &ProtocolError{Err: errEventTooLarge}
+				}
 				return buf[r.start:r.pos], r.comment, nil
 			}
 			if content[0] != ':' {

@@ -125,8 +125,6 @@ func referenceEvents(in string) ([]event, error) {
 	return out, io.EOF
 }
 
-// FuzzEventReader checks EventReader against referenceEvents, with the body
-// arriving one byte at a time, so every buffer boundary is exercised.
 // TestTailUsage: usage is found at the end of a body, nested details and
 // braces inside strings included; anything cut off or malformed is no usage.
 func TestTailUsage(t *testing.T) {
@@ -150,6 +148,8 @@ func TestTailUsage(t *testing.T) {
 	}
 }
 
+// FuzzEventReader checks EventReader against referenceEvents, with the body
+// arriving one byte at a time, so every buffer boundary is exercised.
 func FuzzEventReader(f *testing.F) {
 	f.Add([]byte("data: a\n\n: c\n\ndata: [DONE]\n\n"))
 	f.Add([]byte("data: a\r\n\r\nevent: x\ndata: y"))
