@@ -1,6 +1,9 @@
 package admission
 
-import "time"
+import (
+	"container/heap"
+	"time"
+)
 
 // waitState is where a queued attempt is. Only stateQueued ever changes, and
 // only under Scheduler.mu, so whichever of grant, expiry, cancellation or
@@ -129,7 +132,7 @@ func (s *Scheduler) push(ln *lane, w *waiter) {
 	if q.tail == nil {
 		q.head, q.tail = w, w
 		if ln.blocked == 0 {
-			s.runnable[w.base].push(ln)
+			heap.Push(&s.runnable[w.base], ln)
 		}
 	} else {
 		w.prev = q.tail
@@ -159,9 +162,9 @@ func (s *Scheduler) unlink(w *waiter) {
 	ln.size--
 	if i := ln.heapIdx[w.base]; i >= 0 && wasHead {
 		if q.head == nil {
-			s.runnable[w.base].remove(i)
+			heap.Remove(&s.runnable[w.base], i)
 		} else {
-			s.runnable[w.base].fix(i)
+			heap.Fix(&s.runnable[w.base], i)
 		}
 	}
 	if ln.size == 0 {
@@ -176,7 +179,7 @@ func (s *Scheduler) blockLanes(g *gate) {
 		if ln.blocked == 1 {
 			for c := range ln.heapIdx {
 				if i := ln.heapIdx[c]; i >= 0 {
-					s.runnable[c].remove(i)
+					heap.Remove(&s.runnable[c], i)
 				}
 			}
 		}
@@ -190,7 +193,7 @@ func (s *Scheduler) unblockLanes(g *gate) {
 		if ln.blocked == 0 {
 			for c := range ln.queues {
 				if ln.queues[c].head != nil {
-					s.runnable[c].push(ln)
+					heap.Push(&s.runnable[c], ln)
 				}
 			}
 		}
@@ -230,10 +233,10 @@ func (s *Scheduler) dispatch(now time.Time) {
 	}
 }
 
-// laneHeap is a binary min-heap of runnable lanes that have attempts of one
-// base class, keyed by the sequence number of the lane's oldest such
-// attempt. Hand-written rather than container/heap to keep positions in the
-// lanes and avoid interface calls on the grant path.
+// laneHeap is a container/heap of runnable lanes that have attempts of one
+// base class, keyed by the sequence number of the lane's oldest such attempt.
+// Swap keeps each lane's position (lane.heapIdx), so a lane can be fixed or
+// removed in place when its head changes.
 type laneHeap struct {
 	class Priority
 	items []*lane
@@ -241,69 +244,26 @@ type laneHeap struct {
 
 func (h *laneHeap) key(i int) uint64 { return h.items[i].queues[h.class].head.seq }
 
-func (h *laneHeap) set(i int, ln *lane) {
-	h.items[i] = ln
-	ln.heapIdx[h.class] = i
+func (h *laneHeap) Len() int           { return len(h.items) }
+func (h *laneHeap) Less(i, j int) bool { return h.key(i) < h.key(j) }
+
+func (h *laneHeap) Swap(i, j int) {
+	h.items[i], h.items[j] = h.items[j], h.items[i]
+	h.items[i].heapIdx[h.class] = i
+	h.items[j].heapIdx[h.class] = j
 }
 
-func (h *laneHeap) push(ln *lane) {
-	h.items = append(h.items, nil)
-	h.set(len(h.items)-1, ln)
-	h.up(len(h.items) - 1)
+func (h *laneHeap) Push(x any) {
+	ln := x.(*lane)
+	ln.heapIdx[h.class] = len(h.items)
+	h.items = append(h.items, ln)
 }
 
-func (h *laneHeap) remove(i int) {
-	ln := h.items[i]
+func (h *laneHeap) Pop() any {
 	last := len(h.items) - 1
-	if i != last {
-		h.set(i, h.items[last])
-	}
+	ln := h.items[last]
 	h.items[last] = nil
 	h.items = h.items[:last]
 	ln.heapIdx[h.class] = -1
-	if i != last {
-		h.fix(i)
-	}
-}
-
-func (h *laneHeap) fix(i int) {
-	if !h.down(i) {
-		h.up(i)
-	}
-}
-
-func (h *laneHeap) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if h.key(p) <= h.key(i) {
-			return
-		}
-		a, b := h.items[p], h.items[i]
-		h.set(p, b)
-		h.set(i, a)
-		i = p
-	}
-}
-
-func (h *laneHeap) down(i int) bool {
-	start := i
-	n := len(h.items)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && h.key(r) < h.key(l) {
-			m = r
-		}
-		if h.key(i) <= h.key(m) {
-			break
-		}
-		a, b := h.items[i], h.items[m]
-		h.set(i, b)
-		h.set(m, a)
-		i = m
-	}
-	return i > start
+	return ln
 }
