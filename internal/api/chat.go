@@ -16,21 +16,19 @@ import (
 const priorityHeader = "X-Gateway-Priority"
 
 // chatHandler serves POST /v1/chat/completions. It is a type rather than a
-// method value, which would add a wrapper frame to every stream's stack.
+// method value, which would add a wrapper frame to every stream's stack, and
+// it stays on the stack while a stream is relayed, so the checks and planning
+// that come before live in prepare, whose frame is gone by then.
 type chatHandler struct{ s *Server }
 
-func (h chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.s.chatCompletions(w, r) }
-
-// chatCompletions stays on the stack while a stream is relayed, so the checks
-// and planning that come before live in prepare, whose frame is gone by then.
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
-	req, x := s.prepare(w, r)
+func (h chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, x := h.s.prepare(w, r)
 	if req == nil {
 		return
 	}
 	// r.Context() descends from BaseContext, so HardStop reaches it with the
 	// shutdown cause without a per-request context layer.
-	s.finish(w, r, s.opts.Runner.Run(r.Context(), req, x))
+	h.s.finish(w, r, h.s.opts.Runner.Run(r.Context(), req, x))
 }
 
 // prepare authenticates, reads, validates and plans a chat request. It

@@ -208,46 +208,14 @@ func TailUsage(tail []byte) (Usage, bool) {
 		return Usage{}, false
 	}
 	rest = bytes.TrimLeft(rest, " \t\r\n")
-	end := objectEnd(rest)
-	if end < 0 {
+	if len(rest) == 0 || rest[0] != '{' {
 		return Usage{}, false
 	}
+	// skipValue stops at the object's closing brace, or at the end of a cut
+	// tail, which Unmarshal then refuses; no json.Decoder per response.
 	var u Usage
-	if json.Unmarshal(rest[:end], &u) != nil {
+	if json.Unmarshal(rest[:skipValue(rest, 0)], &u) != nil {
 		return Usage{}, false
 	}
 	return u, true
-}
-
-// objectEnd returns the length of the JSON object b starts with, or -1 when b
-// does not start with one or it is cut off. It only matches braces outside
-// strings; json.Unmarshal validates the rest. Cheaper than a json.Decoder,
-// which would allocate a buffer per response.
-func objectEnd(b []byte) int {
-	if len(b) == 0 || b[0] != '{' {
-		return -1
-	}
-	depth, inString := 0, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case inString:
-			switch c {
-			case '\\':
-				i++ // skip the escaped byte
-			case '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{':
-			depth++
-		case c == '}':
-			depth--
-			if depth == 0 {
-				return i + 1
-			}
-		}
-	}
-	return -1
 }
