@@ -61,7 +61,7 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 			}
 			req.modelStart, req.modelEnd = valStart, valEnd
 		case "messages":
-			if val[0] != '[' {
+			if len(val) == 0 || val[0] != '[' {
 				return nil, &RequestError{Param: "messages", Message: "'messages' must be an array"}
 			}
 			sawMessages = true
@@ -128,8 +128,12 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// skipValue returns the index just past the JSON value starting at b[i]. The
-// input has passed json.Valid, so only the structure needs tracking.
+// skipValue returns the index just past the JSON value starting at b[i].
+// Only the structure is tracked: on valid JSON that is the value's end. The
+// usage readers also run it on provider bytes that may be anything (a body
+// cut inside an escape, unbalanced brackets), so on any input the result
+// stays within [i, len(b)] for any i <= len(b), and callers may always slice
+// b[i:result].
 func skipValue(b []byte, i int) int {
 	if i >= len(b) {
 		return i
@@ -167,6 +171,10 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
+// skipString returns the index just past the string whose quote is at b[i],
+// or len(b) when the string is not closed. An escape's backslash skips the
+// next byte, which may be past the end: the loop's i then overshoots, so the
+// end is returned rather than i.
 func skipString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
 		switch b[i] {
@@ -176,7 +184,7 @@ func skipString(b []byte, i int) int {
 			return i + 1
 		}
 	}
-	return i
+	return len(b)
 }
 
 var errEventTooLarge = errors.New("SSE event larger than the limit")

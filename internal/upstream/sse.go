@@ -175,14 +175,18 @@ func hasUsageObject(b []byte) bool {
 			return false
 		}
 		b = b[i+len(usageKey):]
-		rest := bytes.TrimLeft(b, " \t")
+		rest := bytes.TrimLeft(b, jsonSpace)
 		if r, ok := bytes.CutPrefix(rest, []byte(":")); ok {
-			if r = bytes.TrimLeft(r, " \t"); len(r) > 0 && r[0] == '{' {
+			if r = bytes.TrimLeft(r, jsonSpace); len(r) > 0 && r[0] == '{' {
 				return true
 			}
 		}
 	}
 }
+
+// jsonSpace is JSON's whitespace. A data line cannot hold '\n' but can hold
+// '\r', and BodyUsage accepts it around the colon, so the filter must too.
+const jsonSpace = " \t\r\n"
 
 // BodyUsage extracts usage from a chat completion JSON object.
 func BodyUsage(b []byte) (Usage, bool) {
@@ -197,25 +201,47 @@ func BodyUsage(b []byte) (Usage, bool) {
 
 // TailUsage extracts usage from the tail of a non-streaming body, where
 // OpenAI-compatible providers put it; the body itself is never buffered whole.
+// The tail is whatever the provider sent, valid JSON or not, and is read
+// without ever indexing past its end. As encoding/json would read the whole
+// body, the last "usage" key decides: a later "usage":null means no usage.
+// Nesting is not tracked, so a "usage" key inside a later object would be
+// taken for the body's; no provider puts one there.
 func TailUsage(tail []byte) (Usage, bool) {
-	i := bytes.LastIndex(tail, usageKey)
-	if i < 0 {
-		return Usage{}, false
+	end := len(tail)
+	for {
+		i := bytes.LastIndex(tail[:end], usageKey)
+		if i < 0 {
+			return Usage{}, false
+		}
+		end = i
+		val, ok := keyValue(tail, i)
+		if !ok {
+			continue
+		}
+		if len(val) == 0 || val[0] != '{' {
+			return Usage{}, false
+		}
+		// skipValue stops at the object's closing brace, or at the end of a
+		// cut tail, which Unmarshal then refuses; no json.Decoder per response.
+		var u Usage
+		if json.Unmarshal(val[:skipValue(val, 0)], &u) != nil {
+			return Usage{}, false
+		}
+		return u, true
 	}
-	rest := bytes.TrimLeft(tail[i+len(usageKey):], " \t\r\n")
+}
+
+// keyValue returns what follows the colon after the "usage" at b[i], or false
+// when that "usage" is not a key: its quote is escaped (a string value that
+// ends in \"usage), or no colon follows (an array element, a value, a cut).
+func keyValue(b []byte, i int) ([]byte, bool) {
+	if i > 0 && b[i-1] == '\\' {
+		return nil, false
+	}
+	rest := bytes.TrimLeft(b[i+len(usageKey):], jsonSpace)
 	rest, ok := bytes.CutPrefix(rest, []byte(":"))
 	if !ok {
-		return Usage{}, false
+		return nil, false
 	}
-	rest = bytes.TrimLeft(rest, " \t\r\n")
-	if len(rest) == 0 || rest[0] != '{' {
-		return Usage{}, false
-	}
-	// skipValue stops at the object's closing brace, or at the end of a cut
-	// tail, which Unmarshal then refuses; no json.Decoder per response.
-	var u Usage
-	if json.Unmarshal(rest[:skipValue(rest, 0)], &u) != nil {
-		return Usage{}, false
-	}
-	return u, true
+	return bytes.TrimLeft(rest, jsonSpace), true
 }
