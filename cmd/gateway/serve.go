@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,6 +16,10 @@ import (
 	"github.com/llmgw/gateway/internal/config"
 	"github.com/llmgw/gateway/internal/server"
 )
+
+// metricsShutdownTimeout bounds the wait for scrapes in flight on the separate
+// metrics listener once the gateway has drained.
+const metricsShutdownTimeout = 5 * time.Second
 
 func serve(cfg config.Config, log *slog.Logger) error {
 	routes, err := candidates.LoadRoutes(cfg.RoutesFile)
@@ -32,33 +37,56 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		g.Close(context.Background())
 		return fmt.Errorf("listen %s: %w", cfg.ListenAddr, err)
 	}
+	var mln net.Listener
 	if cfg.MetricsAddr != "" {
-		if err := serveMetrics(ctx, g, cfg.MetricsAddr, log); err != nil {
+		if mln, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			ln.Close()
 			g.Close(context.Background())
-			return err
+			return fmt.Errorf("listen GATEWAY_METRICS_ADDR %s: %w", cfg.MetricsAddr, err)
 		}
+		log.Info("metrics listening", "addr", mln.Addr().String())
 	}
 	log.Info("gateway listening", "addr", ln.Addr().String(), "models", len(g.Planner.Models()),
 		"hold_mode", cfg.HoldMode.String(), "execution_gate_limit", cfg.ExecutionGateLimit,
 		"records", g.Reports != nil)
-	return g.Run(ctx, ln)
+	return runListeners(ctx, g, ln, mln)
 }
 
-// serveMetrics runs the optional separate /metrics listener until ctx ends.
-func serveMetrics(ctx context.Context, g *server.Gateway, addr string, log *slog.Logger) error {
-	h := g.MetricsHandler()
-	if h == nil {
-		return nil
+// runListeners serves the API on ln until ctx ends and drains it (g.Run) and,
+// when mln is not nil, serves /metrics alone on mln for as long. The metrics
+// listener stays up through the drain, so the last scrapes still see the
+// gateway's final counts, and is closed after it.
+//
+// A metrics listener that dies is fatal: a process that silently stops
+// exporting metrics looks healthy to its supervisor while its alerts go blind.
+// Its error starts the same drain as SIGTERM and is returned, so the process
+// exits non-zero, as it does when the API listener fails.
+func runListeners(ctx context.Context, g *server.Gateway, ln, mln net.Listener) error {
+	if mln == nil {
+		return g.Run(ctx, ln)
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen GATEWAY_METRICS_ADDR %s: %w", addr, err)
-	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	context.AfterFunc(ctx, func() { _ = srv.Close() })
-	log.Info("metrics listening", "addr", ln.Addr().String())
-	return nil
+	mux.Handle("/metrics", g.MetricsHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog: slog.NewLogLogger(g.Log.Handler(), slog.LevelDebug)}
+	metricsErr := make(chan error, 1)
+	go func() {
+		err := srv.Serve(mln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		} else {
+			err = fmt.Errorf("metrics listener %s: %w", mln.Addr(), err)
+			cancel(err)
+		}
+		metricsErr <- err
+	}()
+	runErr := g.Run(ctx, ln)
+	sctx, scancel := context.WithTimeout(context.Background(), metricsShutdownTimeout)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	return errors.Join(runErr, <-metricsErr)
 }

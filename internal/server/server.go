@@ -127,7 +127,8 @@ func (g *Gateway) Run(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	g.Log.Info("shutting down", "delay", g.Config.ShutdownDelay, "grace", g.Config.ShutdownGrace)
+	g.Log.Info("shutting down", "reason", context.Cause(ctx), "delay", g.Config.ShutdownDelay,
+		"grace", g.Config.ShutdownGrace)
 	g.API.MarkNotReady()
 	if d := g.Config.ShutdownDelay; d > 0 {
 		time.Sleep(d)
