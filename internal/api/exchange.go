@@ -73,7 +73,7 @@ func (x *exchange) arm(ctx context.Context, a *candidates.Attempt) context.Conte
 	if a.Stream {
 		firstByte, idle = prov.FirstByte, prov.Idle
 	}
-	ctx, x.watch = watchdog.Start(ctx, firstByte, idle)
+	ctx, x.watch = watchdog.Start(ctx, watchdog.SystemClock{}, firstByte, idle)
 	x.watch.Limit(prov.Total, upstream.ErrTotalTimeout)
 	return ctx
 }

@@ -71,7 +71,7 @@ func BenchmarkRelayStreamEvent(b *testing.B) {
 		Body:       io.NopCloser(&eventSource{n: b.N}),
 	}
 	a := &candidates.Attempt{Stream: true, OnStreaming: func() {}}
-	ctx, watch := watchdog.Start(context.Background(), time.Minute, time.Minute)
+	ctx, watch := watchdog.Start(context.Background(), watchdog.SystemClock{}, time.Minute, time.Minute)
 	defer watch.Stop()
 	x.watch, x.admitted = watch, time.Now()
 	x.hold = watchdog.NewHold(watchdog.HoldFirstBody, func() {})

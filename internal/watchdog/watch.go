@@ -27,21 +27,22 @@ const (
 // reading the upstream body while its timer fires on another.
 type Watch struct {
 	cancel context.CancelCauseFunc
-	timer  *time.Timer
-	limit  *time.Timer // Limit's; nil when unset
+	clock  Clock
+	timer  Timer // first-byte, then idle; nil when neither is set
+	limit  Timer // Limit's; nil when unset
 	idle   time.Duration
 	phase  atomic.Int32
 }
 
-// Start begins watching. firstByte <= 0 disables the first-byte deadline
-// (non-streaming requests); idle <= 0 disables the idle deadline. The
-// returned context must be used for the upstream request; Stop must be called
-// when the attempt ends.
-func Start(parent context.Context, firstByte, idle time.Duration) (context.Context, *Watch) {
+// Start begins watching, with deadlines armed on clock. firstByte <= 0
+// disables the first-byte deadline (non-streaming requests); idle <= 0
+// disables the idle deadline. The returned context must be used for the
+// upstream request; Stop must be called when the attempt ends.
+func Start(parent context.Context, clock Clock, firstByte, idle time.Duration) (context.Context, *Watch) {
 	ctx, cancel := context.WithCancelCause(parent)
-	w := &Watch{cancel: cancel, idle: idle}
+	w := &Watch{cancel: cancel, clock: clock, idle: idle}
 	if firstByte > 0 {
-		w.timer = time.AfterFunc(firstByte, w.fire)
+		w.timer = clock.AfterFunc(firstByte, w.fire)
 	}
 	return ctx, w
 }
@@ -67,7 +68,7 @@ func (w *Watch) FirstByte() bool {
 	}
 	if w.idle > 0 {
 		if w.timer == nil {
-			w.timer = time.AfterFunc(w.idle, w.fire)
+			w.timer = w.clock.AfterFunc(w.idle, w.fire)
 		} else {
 			w.timer.Reset(w.idle)
 		}
@@ -90,7 +91,7 @@ func (w *Watch) Activity() {
 // bookkeeping) on every attempt; d <= 0 sets no limit.
 func (w *Watch) Limit(d time.Duration, cause error) {
 	if d > 0 {
-		w.limit = time.AfterFunc(d, func() { w.cancel(cause) })
+		w.limit = w.clock.AfterFunc(d, func() { w.cancel(cause) })
 	}
 }
 
