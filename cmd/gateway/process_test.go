@@ -217,3 +217,38 @@ func TestMetricsListener(t *testing.T) {
 		t.Fatalf("errors logged on a clean stop: %v", errs)
 	}
 }
+
+// TestSecondSignalSkipsShutdownDelay: during GATEWAY_SHUTDOWN_DELAY the
+// gateway keeps serving with /readyz failing; a second SIGTERM or SIGINT (an
+// operator who will not wait an hour) ends the delay at once and the process
+// drains and exits 0.
+func TestSecondSignalSkipsShutdownDelay(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		first, second os.Signal
+	}{
+		{"SIGTERM twice", syscall.SIGTERM, syscall.SIGTERM},
+		{"SIGINT then SIGTERM", os.Interrupt, syscall.SIGTERM},
+		{"Ctrl-C twice", os.Interrupt, os.Interrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startGateway(t, "GATEWAY_CONFIG="+writeRoutes(t, newMock(t)), "TEST_PRIMARY_KEY=sk-x",
+				"GATEWAY_SHUTDOWN_DELAY=1h")
+			p.signal(t, tc.first)
+			p.waitLog(t, "shutting down", 5*time.Second)
+			if code, _ := get(t, "http://"+p.addr+"/readyz"); code != http.StatusServiceUnavailable {
+				t.Fatalf("/readyz during the shutdown delay: %d, want 503", code)
+			}
+			if code, body := chat(t, p.addr); code != 200 {
+				t.Fatalf("a request during the shutdown delay: %d %s, want it served", code, body)
+			}
+			p.signal(t, tc.second)
+			if code := p.exitCode(t, 10*time.Second); code != 0 {
+				t.Fatalf("exit code %d, want 0:\n%s", code, p.logs.String())
+			}
+			if _, ok := p.logs.find("shutdown delay skipped; draining now"); !ok {
+				t.Errorf("the skipped delay is not logged:\n%s", p.logs.String())
+			}
+		})
+	}
+}

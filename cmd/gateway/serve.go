@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,12 +27,13 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
+	sigs := watchSignals(log)
+	defer sigs.stop()
 	g, err := server.New(context.Background(), cfg, routes, log)
 	if err != nil {
 		return err
 	}
+	g.SkipDelay = sigs.skipDelay
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		g.Close(context.Background())
@@ -49,7 +51,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	log.Info("gateway listening", "addr", ln.Addr().String(), "models", len(g.Planner.Models()),
 		"hold_mode", cfg.HoldMode.String(), "execution_gate_limit", cfg.ExecutionGateLimit,
 		"records", g.Reports != nil)
-	return runListeners(ctx, g, ln, mln)
+	return runListeners(sigs.ctx, g, ln, mln)
 }
 
 // runListeners serves the API on ln until ctx ends and drains it (g.Run) and,
@@ -89,4 +91,65 @@ func runListeners(ctx context.Context, g *server.Gateway, ln, mln net.Listener) 
 		_ = srv.Close()
 	}
 	return errors.Join(runErr, <-metricsErr)
+}
+
+// signals turns the process's signals into the gateway's shutdown steps.
+type signals struct {
+	ctx       context.Context // ends on the first SIGTERM or SIGINT: drain
+	skipDelay chan struct{}   // closed on the second: skip the shutdown delay
+	stop      func()          // stops watching and waits for the watcher
+}
+
+// watchSignals starts the signal watcher; its owner must call stop. The
+// first SIGTERM or SIGINT starts the drain. A second one skips whatever is
+// left of GATEWAY_SHUTDOWN_DELAY, for an operator at a terminal who does not
+// want to wait for load balancers; the drain itself still lets requests in
+// flight finish within GATEWAY_SHUTDOWN_GRACE. Later ones are logged only.
+func watchSignals(log *slog.Logger) *signals {
+	c := make(chan os.Signal, 4)
+	signal.Notify(c, syscall.SIGTERM, os.Interrupt)
+	ctx, begin := context.WithCancelCause(context.Background())
+	s := &signals{ctx: ctx, skipDelay: make(chan struct{})}
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		received := 0
+		for {
+			select {
+			case <-quit:
+				return
+			case sig := <-c:
+				received++
+				switch received {
+				case 1:
+					begin(fmt.Errorf("%s received", signalName(sig)))
+				case 2:
+					log.Info("second signal received; skipping any shutdown delay left", "signal", signalName(sig))
+					close(s.skipDelay)
+				default:
+					log.Info("signal received while draining; ignoring", "signal", signalName(sig))
+				}
+			}
+		}
+	})
+	s.stop = func() {
+		signal.Stop(c)
+		close(quit)
+		wg.Wait()
+		begin(nil)
+	}
+	return s
+}
+
+// signalName spells signals the way operators send them.
+func signalName(sig os.Signal) string {
+	switch sig {
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	}
+	return sig.String()
 }

@@ -33,6 +33,11 @@ type Gateway struct {
 	Upstreams map[string]*upstream.Client
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
+
+	// SkipDelay, once closed, ends GATEWAY_SHUTDOWN_DELAY early so the drain
+	// starts at once: cmd/gateway closes it on a second SIGTERM or SIGINT, for
+	// an operator who does not want to wait for load balancers. Nil never skips.
+	SkipDelay <-chan struct{}
 }
 
 // nopRecorder is the recorder when no database is configured: records are
@@ -84,7 +89,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		src.Reports = g.Reports
 	}
 	g.Metrics = metrics.New(src)
-	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics, HoldMode: cfg.HoldMode, Now: time.Now}
+	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics, Now: time.Now}
 	g.API = api.New(api.Options{
 		Planner: planner, Runner: runner, Upstreams: g.Upstreams, Admission: g.Scheduler, Reports: store,
 		Clients: api.NewClientKeys(routes.Clients), HoldMode: cfg.HoldMode,
@@ -92,7 +97,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		ReadBodyTimeout: cfg.ReadBodyTimeout,
 		AdminToken:      cfg.AdminToken, PProf: bool(cfg.PProf), Logger: log,
 		Metrics: g.Metrics.Handler(), OnPanic: g.Metrics.Panic, OnPlan: g.Metrics.Planned,
-		OnRejected: g.Metrics.Rejected,
+		OnRejected: g.Metrics.Rejected, AccessLog: bool(cfg.AccessLog),
 	})
 	return g, nil
 }
@@ -114,9 +119,10 @@ func (g *Gateway) HTTPServer() *http.Server {
 }
 
 // Run serves on ln until ctx ends, then drains (DESIGN section 4): /readyz
-// fails at once; after the shutdown delay new requests get 503 and the
-// listener closes; in-flight requests may finish within the grace, after
-// which they are cut; then the scheduler closes and records are flushed.
+// fails at once; after the shutdown delay (cut short by SkipDelay) new
+// requests get 503 and the listener closes; in-flight requests may finish
+// within the grace, after which they are cut; then the scheduler closes and
+// records are flushed.
 func (g *Gateway) Run(ctx context.Context, ln net.Listener) error {
 	srv := g.HTTPServer()
 	errc := make(chan error, 1)
@@ -131,7 +137,7 @@ func (g *Gateway) Run(ctx context.Context, ln net.Listener) error {
 		"grace", g.Config.ShutdownGrace)
 	g.API.MarkNotReady()
 	if d := g.Config.ShutdownDelay; d > 0 {
-		time.Sleep(d)
+		g.waitShutdownDelay(d)
 	}
 	g.API.StartDrain()
 	graceCtx, cancel := context.WithTimeout(context.Background(), g.Config.ShutdownGrace)
@@ -154,8 +160,24 @@ func (g *Gateway) Run(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// waitShutdownDelay keeps serving with /readyz failing for d, so that load
+// balancers stop sending new requests before the listener closes, unless
+// SkipDelay is closed first.
+func (g *Gateway) waitShutdownDelay(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	start := time.Now()
+	select {
+	case <-t.C:
+	case <-g.SkipDelay:
+		g.Log.Info("shutdown delay skipped; draining now",
+			"remaining", (d - time.Since(start)).Round(time.Millisecond))
+	}
+}
+
 // Close releases the scheduler, the report writer and the connection pools.
 func (g *Gateway) Close(ctx context.Context) {
+	g.API.Close()
 	if err := g.Scheduler.Close(ctx); err != nil {
 		g.Log.Warn("admission close", "err", err)
 	}
