@@ -28,7 +28,14 @@ func (h chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// r.Context() descends from BaseContext, so HardStop reaches it with the
 	// shutdown cause without a per-request context layer.
-	h.s.finish(w, r, h.s.opts.Runner.Run(r.Context(), req, x))
+	out := h.s.opts.Runner.Run(r.Context(), req, x)
+	abort := h.s.finish(w, r, req, out)
+	h.s.access.request(req, out)
+	if abort {
+		// The response started and then broke: make sure the client
+		// cannot mistake it for a complete one.
+		panic(http.ErrAbortHandler)
+	}
 }
 
 // prepare authenticates, reads, validates and plans a chat request. It
@@ -37,39 +44,39 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (*candidates.Re
 	received := time.Now()
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")
-		s.reject(w, r, http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", "the gateway is shutting down")
+		s.reject(w, r, received, http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", "the gateway is shutting down")
 		return nil, nil
 	}
 	clientName, ceiling := "", admission.Interactive
 	if s.opts.Clients != nil {
 		name, c, ok := s.opts.Clients.Authenticate(r.Header.Get("Authorization"))
 		if !ok {
-			s.reject(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
+			s.reject(w, r, received, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
 			return nil, nil
 		}
 		clientName, ceiling = name, c
 	}
 	prio, err := requestPriority(r.Header.Get(priorityHeader), ceiling)
 	if err != nil {
-		s.reject(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
+		s.reject(w, r, received, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
 		return nil, nil
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			s.reject(w, r, http.StatusRequestEntityTooLarge, typeInvalidRequest, codeRequestTooLarge, "",
+			s.reject(w, r, received, http.StatusRequestEntityTooLarge, typeInvalidRequest, codeRequestTooLarge, "",
 				"request body is larger than the gateway's limit")
 			return nil, nil
 		}
-		s.reject(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", "could not read the request body")
+		s.reject(w, r, received, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", "could not read the request body")
 		return nil, nil
 	}
 	chat, err := upstream.ParseChatRequest(body)
 	if err != nil {
 		var re *upstream.RequestError
 		errors.As(err, &re)
-		s.reject(w, r, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
+		s.reject(w, r, received, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
 		return nil, nil
 	}
 	planStart := time.Now()
@@ -78,7 +85,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (*candidates.Re
 		s.opts.OnPlan(time.Since(planStart))
 	}
 	if err != nil {
-		s.reject(w, r, http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model",
+		s.reject(w, r, received, http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model",
 			"the model '"+chat.Model+"' does not exist on this gateway")
 		return nil, nil
 	}
@@ -92,22 +99,27 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (*candidates.Re
 
 // reject answers a request refused before planning (bad input, bad key,
 // unknown model, draining). It has no ledger rows: no candidate was tried.
-func (s *Server) reject(w http.ResponseWriter, r *http.Request, status int, typ, code, param, msg string) {
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, received time.Time, status int, typ, code, param, msg string) {
 	writeError(w, r, status, typ, code, param, msg)
 	if s.opts.OnRejected != nil {
 		s.opts.OnRejected(status)
 	}
+	s.access.rejected(requestID(r.Context()), status, code, received)
 }
 
-// finish answers a request the loop did not answer itself.
-func (s *Server) finish(w http.ResponseWriter, r *http.Request, out *candidates.Outcome) {
+// finish answers a request the loop did not answer itself, once its outcome
+// is on record. It reports whether the response started and then broke, so
+// the connection must be aborted.
+func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *candidates.Request, out *candidates.Outcome) (abort bool) {
 	switch {
 	case out.Committed:
-		if out.Status != report.RequestSuccess && out.ErrorType != report.ErrorTypeClientCancelled {
-			// The response started and then broke: make sure the client
-			// cannot mistake it for a complete one.
-			panic(http.ErrAbortHandler)
+		if out.Status == report.RequestSuccess || out.ErrorType == report.ErrorTypeClientCancelled {
+			return false
 		}
+		if req.Stream && out.ErrorType != report.ErrorTypeClientWriteTimeout {
+			endStream(w, out)
+		}
+		return true
 	case out.Relay != nil:
 		h := w.Header()
 		upstream.CopyResponseHeaders(h, out.Relay.Header)
@@ -123,11 +135,20 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, out *candidates.
 			typ = typeRateLimit
 			w.Header().Set("Retry-After", retryAfterSeconds(out.RetryAfter))
 		}
-		if out.StatusCode == http.StatusInternalServerError {
-			typ = typeServer
-		}
 		writeError(w, r, out.StatusCode, typ, codeCandidatesExhausted, "", out.Message)
 	}
+	return false
+}
+
+// endStream ends a started stream with the error event; no [DONE] follows.
+// A client that stopped reading (client_write_timeout) is not written to.
+func endStream(w http.ResponseWriter, out *candidates.Outcome) {
+	msg := "the upstream stream was interrupted"
+	if out.ErrorType == report.ErrorTypeShutdown {
+		msg = "the gateway is shutting down"
+	}
+	_, _ = w.Write(streamErrorEvent(msg))
+	_ = http.NewResponseController(w).Flush()
 }
 
 // requestPriority reads X-Gateway-Priority. A client may lower its priority

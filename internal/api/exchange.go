@@ -154,6 +154,9 @@ func checkStreamType(resp *http.Response) error {
 }
 
 // streamEnded turns the end of the upstream body into the attempt's result.
+// It writes nothing: a stream cut after commit gets its error event from the
+// handler once the loop has recorded the outcome, so a client that hangs up
+// on that event cannot change what is on record.
 func (x *exchange) streamEnded(ctx context.Context, a *candidates.Attempt, err error) error {
 	if err == io.EOF {
 		if !a.Committed {
@@ -165,9 +168,6 @@ func (x *exchange) streamEnded(ctx context.Context, a *candidates.Attempt, err e
 	var pe *upstream.ProtocolError
 	if !errors.As(err, &pe) && ctx.Err() == nil {
 		err = &upstream.ProtocolError{Err: err}
-	}
-	if a.Committed {
-		x.streamError()
 	}
 	return err
 }
@@ -190,7 +190,7 @@ func (x *exchange) commitStream(a *candidates.Attempt) error {
 
 // streamStarted runs once the first event reached the client.
 func (x *exchange) streamStarted(a *candidates.Attempt) {
-	a.OnStreaming()
+	a.Sent()
 	x.hold.FirstBody()
 	if h := x.s.opts.TestHook; h != nil {
 		h("streaming")
@@ -218,12 +218,6 @@ func (x *exchange) send(ev []byte) error {
 		return &candidates.ClientWriteError{Err: err}
 	}
 	return nil
-}
-
-// streamError ends a started stream with the error event; no [DONE] follows.
-func (x *exchange) streamError() {
-	_, _ = x.w.Write(streamErrorEvent("the upstream stream was interrupted"))
-	_ = x.rc.Flush()
 }
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -276,6 +270,7 @@ func (x *exchange) commitBody(a *candidates.Attempt, resp *http.Response) {
 	}
 	a.Committed = true
 	x.w.WriteHeader(resp.StatusCode)
+	a.Sent()
 }
 
 func keepTail(tail, b []byte) []byte {

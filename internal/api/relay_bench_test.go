@@ -70,7 +70,7 @@ func BenchmarkRelayStreamEvent(b *testing.B) {
 		Header:     http.Header{"Content-Type": {"text/event-stream"}},
 		Body:       io.NopCloser(&eventSource{n: b.N}),
 	}
-	a := &candidates.Attempt{Stream: true, OnStreaming: func() {}}
+	a := &candidates.Attempt{Stream: true, Sent: func() {}}
 	ctx, watch := watchdog.Start(context.Background(), watchdog.SystemClock{}, time.Minute, time.Minute)
 	defer watch.Stop()
 	x.watch, x.admitted = watch, time.Now()

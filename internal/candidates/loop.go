@@ -31,7 +31,9 @@ type Recorder interface {
 // provider has really started, writes the response to the client. It must set
 // Attempt.Committed before the first byte goes to the client and never write
 // anything for an attempt that fails before that. It returns nil for a
-// relayed success and otherwise an error the Runner classifies.
+// relayed success and otherwise an error the Runner classifies. It never
+// writes an error to the client itself: the Runner decides the outcome first,
+// and the caller speaks (DESIGN habit: decide, then speak).
 type Executor interface {
 	Execute(ctx context.Context, a *Attempt) error
 }
@@ -49,9 +51,10 @@ type Attempt struct {
 	Usage     upstream.Usage
 	HasUsage  bool
 
-	// OnStreaming is called by the Executor when the first event has been
-	// forwarded to a streaming client.
-	OnStreaming func()
+	// Sent is called by the Executor once, right after the attempt's first
+	// bytes were written to the client: a stream's first event, or the start
+	// of a non-streaming body.
+	Sent func()
 }
 
 // ClientWriteError is a failed write to the client: the client went away or
@@ -88,9 +91,10 @@ type Outcome struct {
 	Relay      *upstream.StatusError
 	RetryAfter time.Duration
 
-	FirstByte time.Duration
+	FirstByte time.Duration // receipt of the request to its first byte sent to the client
 	Usage     upstream.Usage
 	HasUsage  bool
+	Tried     int // candidates that were attempted (admission included)
 }
 
 // Observer receives the loop's measurements (implemented by the metrics
@@ -107,11 +111,10 @@ type Observer interface {
 
 // Runner is the attempt loop.
 type Runner struct {
-	Admit    Admitter
-	Record   Recorder
-	Observe  Observer // optional
-	HoldMode watchdog.HoldMode
-	Now      func() time.Time
+	Admit   Admitter
+	Record  Recorder
+	Observe Observer // optional
+	Now     func() time.Time
 }
 
 // walk is the state of one Run.
@@ -127,6 +130,8 @@ type walk struct {
 	dims       [1]admission.Dimension // the attempt's quota dimensions, reused across attempts
 	out        Outcome                // how the request ended, once it did
 	admitStart time.Time              // when the attempt in flight asked for its slots
+	sent       time.Time              // when the first byte went to the client
+	tried      int
 }
 
 // Run walks the candidates in order until one settles the request.
@@ -230,6 +235,7 @@ func (w *walk) admit(ctx context.Context, i int) (lease *admission.Lease, done b
 	c := &w.req.Candidates[i]
 	prov := c.Target.Provider
 	w.current = i
+	w.tried++
 	start := w.r.Now()
 	w.dims[0] = admission.Dimension{Gate: admission.TargetGate, ID: c.Target.ID, Label: prov.Name, Limit: prov.MaxConcurrency}
 	lease, err := w.r.Admit.Acquire(ctx, admission.Request{Priority: w.req.Priority, Budget: prov.QueueBudget, Dimensions: w.dims[:]})
@@ -262,10 +268,13 @@ func (w *walk) begin(i int, lease *admission.Lease) *Attempt {
 	row.Status, row.StartedAt = report.CandidatePending, admitted
 	w.r.Record.RecordCandidate(*row)
 	a := &Attempt{Candidate: &w.req.Candidates[i], Lease: lease, Stream: w.req.Stream}
-	a.OnStreaming = func() {
-		row.Status = report.CandidateStreaming
-		row.FirstByte = a.FirstByte
-		w.r.Record.RecordCandidate(*row)
+	a.Sent = func() {
+		w.sent = w.r.Now()
+		if a.Stream {
+			row.Status = report.CandidateStreaming
+			row.FirstByte = a.FirstByte
+			w.r.Record.RecordCandidate(*row)
+		}
 	}
 	return a
 }
@@ -282,7 +291,7 @@ func (w *walk) end(ctx context.Context, i int, a *Attempt, err error) (done bool
 	if err == nil {
 		w.settle(i, report.CandidateSuccess, a.Status, "", "")
 		return w.stop(i+1, Outcome{Status: report.RequestSuccess, StatusCode: http.StatusOK, Committed: true,
-			FirstByte: a.FirstByte, Usage: a.Usage, HasUsage: a.HasUsage})
+			Usage: a.Usage, HasUsage: a.HasUsage})
 	}
 	return w.classify(ctx, i, a, err)
 }
@@ -330,7 +339,11 @@ func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (done
 		w.settle(i, status, out.StatusCode, out.ErrorType, err.Error())
 		return w.stop(i+1, out)
 	}
-	if ctx.Err() != nil {
+	// What the upstream did decides the outcome. The request context counts
+	// only when the attempt ended because the context did: a client that
+	// hangs up as soon as it reads a cut stream's error event must not turn
+	// the provider's failure into a client cancel.
+	if endedByContext(ctx, err) {
 		out := w.clientGone(ctx)
 		if out.ErrorType == report.ErrorTypeShutdown {
 			// DESIGN section 7: a stream cut after bytes were sent is failed
@@ -361,7 +374,6 @@ func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (done
 	var (
 		se *upstream.StatusError
 		ce *upstream.ConnectError
-		pe *upstream.ProtocolError
 	)
 	switch {
 	case errors.Is(err, watchdog.ErrFirstByteTimeout):
@@ -394,16 +406,20 @@ func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (done
 		w.settle(i, report.CandidateFailed, http.StatusBadGateway, report.ErrorTypeUpstreamConnect, err.Error())
 		w.timedOut, w.retryable = false, false
 		w.skipProvider(i)
-	case errors.As(err, &pe):
-		w.settle(i, report.CandidateFailed, http.StatusBadGateway, report.ErrorTypeUpstreamProtocol, err.Error())
-		w.timedOut, w.retryable = false, false
-		w.skipProvider(i)
-	default:
+	default: // *upstream.ProtocolError, and anything unforeseen from a provider
 		w.settle(i, report.CandidateFailed, http.StatusBadGateway, report.ErrorTypeUpstreamProtocol, err.Error())
 		w.timedOut, w.retryable = false, false
 		w.skipProvider(i)
 	}
 	return false
+}
+
+// endedByContext reports whether an attempt's error is the request context
+// ending (the client left, or the shutdown grace ran out) rather than
+// something the upstream did. The executor turns errors caused by a
+// cancelled context into that context's cause.
+func endedByContext(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown))
 }
 
 func (w *walk) watchdogFired(i int, kind string) {
@@ -427,6 +443,10 @@ func (w *walk) clientGone(ctx context.Context) Outcome {
 func (w *walk) finishRequest() {
 	out := &w.out
 	now := w.r.Now()
+	out.Tried = w.tried
+	if !w.sent.IsZero() {
+		out.FirstByte = w.sent.Sub(w.req.Received)
+	}
 	rec := report.Request{
 		ID: w.req.ID, ClientRequestID: w.req.ClientRequestID, CreatedAt: w.req.Received,
 		Model: w.req.Model, Stream: w.req.Stream, Client: w.req.Client, Priority: w.req.Priority.String(),
