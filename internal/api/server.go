@@ -53,6 +53,7 @@ type Options struct {
 	OnPlan             func(d time.Duration) // observes planning time; optional
 	ReadBodyTimeout    time.Duration         // bounds reading a request body; 0 = none
 	OnRejected         func(status int)      // counts requests refused before planning; optional
+	AccessLog          bool                  // one info line per API request (GATEWAY_ACCESS_LOG)
 	// TestHook, when set, is called at named points of an attempt
 	// ("attempt" before the provider call, "streaming" after the first
 	// event reached the client). Fault tests use it to inject panics.
@@ -69,6 +70,7 @@ type Server struct {
 	draining atomic.Bool     // new chat requests get 503
 	hardStop context.Context // parent of every request context; cancelled with candidates.ErrShutdown when the grace ends
 	stopAll  context.CancelCauseFunc
+	access   *accessLog // nil when off
 }
 
 // New builds the router.
@@ -79,6 +81,9 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts}
 	s.hardStop, s.stopAll = context.WithCancelCause(context.Background())
 	s.models = encodeModels(opts.Planner.Models())
+	if opts.AccessLog {
+		s.access = newAccessLog(opts.Logger)
+	}
 
 	r := chi.NewRouter()
 	middlewares := []func(http.Handler) http.Handler{withRequestID, recoverer(opts.Logger, opts.OnPanic)}
@@ -163,6 +168,10 @@ func (s *Server) StartDrain() {
 // request contexts descend from it, so HardStop cancels them all with the
 // shutdown cause.
 func (s *Server) BaseContext(net.Listener) context.Context { return s.hardStop }
+
+// Close stops what New started (the access log's writer, after it wrote
+// the lines already queued). Call it once the HTTP server has stopped.
+func (s *Server) Close() { s.access.close() }
 
 // HardStop cuts the requests still in flight: streams end with the error
 // event and are recorded with gateway_shutdown. Called when the grace ends.

@@ -37,6 +37,9 @@ type Config struct {
 	LogLevel string `env:"GATEWAY_LOG_LEVEL" envDefault:"info"`
 	// LogFormat is text (colored, for people) or json (for machines).
 	LogFormat string `env:"GATEWAY_LOG_FORMAT" envDefault:"text"`
+	// AccessLog writes one info line per API request (id, client, model,
+	// route, status, error type, candidates tried, duration, first byte).
+	AccessLog Bool `env:"GATEWAY_ACCESS_LOG" envDefault:"true"`
 	// ExecutionGateLimit is the number of concurrent upstream attempts.
 	ExecutionGateLimit int `env:"GATEWAY_UPSTREAM_EXECUTION_GATE_LIMIT" envDefault:"256"`
 	// QueueBudget is the longest wait for admission when the provider sets none.

@@ -67,6 +67,7 @@ type setup struct {
 	db           bool   // records on, in a fresh Postgres database
 	primary      mockupstream.Behavior
 	backup       mockupstream.Behavior
+	log          io.Writer // the gateway's log (text, debug level); discarded when nil
 }
 
 // gateway is one real gateway on loopback between a test and two mocks.
@@ -131,7 +132,9 @@ func start(t *testing.T, s setup) *gateway {
 		t.Fatalf("routes: %v\n%s", err, yaml)
 	}
 	var logw io.Writer = io.Discard
-	if os.Getenv("GATEWAY_TEST_LOG") != "" {
+	if s.log != nil {
+		logw = s.log
+	} else if os.Getenv("GATEWAY_TEST_LOG") != "" {
 		logw = os.Stderr
 	}
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: slog.LevelDebug}))
