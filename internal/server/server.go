@@ -89,7 +89,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		src.Reports = g.Reports
 	}
 	g.Metrics = metrics.New(src)
-	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics, HoldMode: cfg.HoldMode, Now: time.Now}
+	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics, Now: time.Now}
 	g.API = api.New(api.Options{
 		Planner: planner, Runner: runner, Upstreams: g.Upstreams, Admission: g.Scheduler, Reports: store,
 		Clients: api.NewClientKeys(routes.Clients), HoldMode: cfg.HoldMode,
@@ -97,7 +97,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		ReadBodyTimeout: cfg.ReadBodyTimeout,
 		AdminToken:      cfg.AdminToken, PProf: bool(cfg.PProf), Logger: log,
 		Metrics: g.Metrics.Handler(), OnPanic: g.Metrics.Panic, OnPlan: g.Metrics.Planned,
-		OnRejected: g.Metrics.Rejected,
+		OnRejected: g.Metrics.Rejected, AccessLog: bool(cfg.AccessLog),
 	})
 	return g, nil
 }
@@ -177,6 +177,7 @@ func (g *Gateway) waitShutdownDelay(d time.Duration) {
 
 // Close releases the scheduler, the report writer and the connection pools.
 func (g *Gateway) Close(ctx context.Context) {
+	g.API.Close()
 	if err := g.Scheduler.Close(ctx); err != nil {
 		g.Log.Warn("admission close", "err", err)
 	}
