@@ -63,7 +63,7 @@
 //
 // MaxPending bounds queued attempts of every class, Urgent included: the
 // bound protects the process, whoever asks. Dimension gates that are idle
-// (nothing held, nothing queued) keep their counters only for the last
-// IdleTargetsKept of them; a gate revived from idle keeps its counters and
+// (nothing held, nothing queued) keep their counters only for the 64 most
+// recently idle of them; a gate revived from idle keeps its counters and
 // adopts the limit and label of the request that revived it.
 package admission

@@ -93,7 +93,7 @@ func (s *Scheduler) resolve(d Dimension) *gate {
 }
 
 // settle puts g on the idle list when nothing holds or waits on it, and
-// discards the oldest idle gates beyond IdleTargetsKept, so identities that
+// discards the oldest idle gates beyond idleGatesKept, so identities that
 // come and go cannot grow memory without bound.
 func (s *Scheduler) settle(g *gate) {
 	if g.idle || g.active != 0 || g.pending != 0 {
@@ -109,7 +109,7 @@ func (s *Scheduler) settle(g *gate) {
 	}
 	s.idleTail = g
 	s.idleCount++
-	for s.idleCount > s.keepIdle {
+	for s.idleCount > idleGatesKept {
 		old := s.idleHead
 		s.unlinkIdle(old)
 		delete(s.gates, old.key)

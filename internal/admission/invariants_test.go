@@ -112,8 +112,8 @@ func (s *Scheduler) check() error {
 	for g := s.idleHead; g != nil; g = g.idleNext {
 		n++
 	}
-	if n != idle || n != s.idleCount || n > s.keepIdle {
-		return fmt.Errorf("idle list %d, idle gates %d, count %d, keep %d", n, idle, s.idleCount, s.keepIdle)
+	if n != idle || n != s.idleCount || n > idleGatesKept {
+		return fmt.Errorf("idle list %d, idle gates %d, count %d, keep %d", n, idle, s.idleCount, idleGatesKept)
 	}
 	return nil
 }

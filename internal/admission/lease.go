@@ -13,9 +13,7 @@ type Lease struct {
 	s         *Scheduler
 	gates     [MaxDimensions]*gate
 	n         uint8
-	prio      Priority
 	grantedAt time.Time
-	waited    time.Duration
 	heldNanos atomic.Int64 // how long the global slot was held, set on its release
 
 	// Guarded by s.mu.
@@ -51,14 +49,6 @@ func (l *Lease) Release() {
 	}
 }
 
-// Waited is the time spent queued before the grant (zero on the fast path).
-func (l *Lease) Waited() time.Duration {
-	if l == nil {
-		return 0
-	}
-	return l.waited
-}
-
 // GlobalHeld is how long the global slot was held; it is zero until
 // ReleaseGlobal or Release has given the slot back.
 func (l *Lease) GlobalHeld() time.Duration {
@@ -66,14 +56,6 @@ func (l *Lease) GlobalHeld() time.Duration {
 		return 0
 	}
 	return time.Duration(l.heldNanos.Load())
-}
-
-// Priority is the class the attempt asked for.
-func (l *Lease) Priority() Priority {
-	if l == nil {
-		return Interactive
-	}
-	return l.prio
 }
 
 // release gives back the global slot and, when all is set, the dimension

@@ -103,7 +103,7 @@ func acquireAsync(ctx context.Context, s *Scheduler, name string, req Request, o
 // the enqueue order exactly.
 func enqueue(t *testing.T, ctx context.Context, s *Scheduler, name string, req Request, out chan<- result) {
 	t.Helper()
-	_, _, before := s.GlobalUsage()
+	before := s.Stats().Pending
 	acquireAsync(ctx, s, name, req, out)
 	waitPending(t, s, before+1)
 }
@@ -114,7 +114,7 @@ func waitPending(t *testing.T, s *Scheduler, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, _, p := s.GlobalUsage()
+		p := s.Stats().Pending
 		if p == n {
 			return
 		}

@@ -13,10 +13,13 @@ import (
 const MaxDimensions = 7
 
 const (
-	defaultGlobalLimit     = 256
-	defaultMaxPending      = 4096
-	defaultAgingInterval   = 30 * time.Second
-	defaultIdleTargetsKept = 64
+	defaultGlobalLimit   = 256
+	defaultMaxPending    = 4096
+	defaultAgingInterval = 30 * time.Second
+	// idleGatesKept bounds the idle dimension gates that keep their
+	// counters: identities that come and go must not grow memory forever,
+	// while the recently idle ones keep their history for snapshots.
+	idleGatesKept = 64
 )
 
 // Config tunes a Scheduler. The zero value is usable: every field has a
@@ -33,21 +36,8 @@ type Config struct {
 	// was enqueued, never above Interactive (GATEWAY_ADMISSION_AGING_INTERVAL).
 	// Default 30s if <= 0.
 	AgingInterval time.Duration
-	// IdleTargetsKept is how many idle dimension gates keep their counters
-	// (the most recently idle ones). 0 means the default 64; a negative
-	// value keeps none, discarding a gate as soon as it goes idle.
-	IdleTargetsKept int
 	// Clock defaults to the process clock when nil.
 	Clock Clock
-	// OnGrant, when set, observes every grant with the requested priority
-	// and the time spent queued (zero on the fast path). It runs on the
-	// goroutine that called Acquire, outside the scheduler's lock, and must
-	// not block. It fires exactly when a gate's admitted counter grows, so
-	// metrics and snapshots agree.
-	OnGrant func(priority Priority, waited time.Duration)
-	// OnTimeout, when set, observes every TimeoutError with the gate it
-	// names. Same calling rules as OnGrant.
-	OnTimeout func(gate string)
 }
 
 // Dimension is one extra quota dimension of a request (the global gate is
@@ -79,9 +69,6 @@ type Scheduler struct {
 	clock      Clock
 	aging      time.Duration
 	maxPending int
-	keepIdle   int
-	onGrant    func(Priority, time.Duration)
-	onTimeout  func(string)
 
 	mu        sync.Mutex
 	global    gate
@@ -111,12 +98,6 @@ func New(cfg Config) *Scheduler {
 	if cfg.AgingInterval <= 0 {
 		cfg.AgingInterval = defaultAgingInterval
 	}
-	switch {
-	case cfg.IdleTargetsKept == 0:
-		cfg.IdleTargetsKept = defaultIdleTargetsKept
-	case cfg.IdleTargetsKept < 0:
-		cfg.IdleTargetsKept = 0
-	}
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
 	}
@@ -124,9 +105,6 @@ func New(cfg Config) *Scheduler {
 		clock:      cfg.Clock,
 		aging:      cfg.AgingInterval,
 		maxPending: cfg.MaxPending,
-		keepIdle:   cfg.IdleTargetsKept,
-		onGrant:    cfg.OnGrant,
-		onTimeout:  cfg.OnTimeout,
 		global:     gate{key: gateKey{gate: GlobalGate}, limit: cfg.GlobalLimit},
 		gates:      make(map[gateKey]*gate),
 		lanes:      make(map[laneKey]*lane),
@@ -171,15 +149,8 @@ func validate(req Request) error {
 // when ctx ends first. It never holds any slot while it waits.
 func (s *Scheduler) Acquire(ctx context.Context, req Request) (*Lease, error) {
 	l, w, err := s.try(ctx, req)
-	switch {
-	case w != nil:
+	if w != nil {
 		return s.wait(ctx, w)
-	case l != nil:
-		s.observeGrant(l, req.Priority, 0)
-	case s.onTimeout != nil:
-		if te, ok := err.(*TimeoutError); ok {
-			s.onTimeout(te.Gate)
-		}
 	}
 	return l, err
 }
@@ -214,7 +185,7 @@ func (s *Scheduler) try(ctx context.Context, req Request) (*Lease, *waiter, erro
 	// has room, every queued attempt is blocked by one of its dimensions
 	// (dispatch's invariant), so this attempt passes no one who could run.
 	if s.room(gs[:n]) {
-		return s.activate(req.Priority, gs[:n], now, 0), nil, nil
+		return s.activate(gs[:n], now, 0), nil, nil
 	}
 	if req.Budget <= 0 {
 		blamed := s.blockingGate(gs[:n])
@@ -262,8 +233,8 @@ func (s *Scheduler) blockingGate(gs []*gate) string {
 }
 
 // activate takes the slots of a grant and returns its lease.
-func (s *Scheduler) activate(p Priority, gs []*gate, now time.Time, waited time.Duration) *Lease {
-	l := &Lease{s: s, prio: p, grantedAt: now, waited: waited, holdsGlobal: true, holdsRest: len(gs) > 0}
+func (s *Scheduler) activate(gs []*gate, now time.Time, waited time.Duration) *Lease {
+	l := &Lease{s: s, grantedAt: now, holdsGlobal: true, holdsRest: len(gs) > 0}
 	l.n = uint8(copy(l.gates[:], gs))
 	s.admit(&s.global, waited)
 	for _, g := range gs {
@@ -319,41 +290,21 @@ func (s *Scheduler) wait(ctx context.Context, w *waiter) (*Lease, error) {
 			// Granted at the moment the caller gave up: the caller will not
 			// use the slot, so give it back now rather than leak it.
 			s.reclaim(w.lease)
-			s.observeGrant(nil, w.base, w.lease.waited)
 			return nil, fmt.Errorf("gateway admission wait: %w", err)
 		}
-		s.observeGrant(w.lease, w.base, w.lease.waited)
 		return w.lease, nil
 	case stateTimedOut:
-		if s.onTimeout != nil {
-			s.onTimeout(w.timeout.Gate)
-		}
 		return nil, w.timeout
 	default:
 		return nil, ErrClosed
 	}
 }
 
-// observeGrant runs OnGrant. Should the observer panic, l is released first:
-// the caller never got the lease, so nobody else could release it.
-func (s *Scheduler) observeGrant(l *Lease, p Priority, waited time.Duration) {
-	if s.onGrant == nil {
-		return
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			l.Release()
-			panic(r)
-		}
-	}()
-	s.onGrant(p, waited)
-}
-
 // grantQueued gives w its slots; the caller holds s.mu and has checked room.
 func (s *Scheduler) grantQueued(w *waiter, now time.Time) {
 	waited := max(now.Sub(w.enq), 0)
 	s.leave(w, now)
-	w.lease = s.activate(w.base, w.gates[:w.n], now, waited)
+	w.lease = s.activate(w.gates[:w.n], now, waited)
 	w.state = stateGranted
 	close(w.ready)
 }

@@ -6,8 +6,8 @@ import (
 )
 
 // GateStats describes one gate. Counters are cumulative since the gate was
-// created; an idle gate keeps them until it is discarded (see
-// Config.IdleTargetsKept).
+// created; an idle gate keeps them until it is discarded (only the 64 most
+// recently idle dimension gates are kept).
 type GateStats struct {
 	Gate       string `json:"gate"`
 	ID         string `json:"id,omitempty"`
@@ -41,7 +41,7 @@ type Snapshot struct {
 
 // Stats returns a snapshot. Promotions include those of attempts still
 // queued (computed at this moment), which costs a walk over the queue; it
-// is meant for the admin endpoint, not for every scrape (see GlobalUsage).
+// is meant for the admin endpoint, not for every scrape.
 func (s *Scheduler) Stats() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,11 +113,4 @@ func (s *Scheduler) Idle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pending == 0 && s.leases == 0
-}
-
-// GlobalUsage is a cheap, allocation-free read for gauges scraped often.
-func (s *Scheduler) GlobalUsage() (limit, active, pending int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.global.limit, s.global.active, s.pending
 }
