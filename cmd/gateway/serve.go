@@ -104,10 +104,14 @@ type signals struct {
 // first SIGTERM or SIGINT starts the drain. A second one skips whatever is
 // left of GATEWAY_SHUTDOWN_DELAY, for an operator at a terminal who does not
 // want to wait for load balancers; the drain itself still lets requests in
-// flight finish within GATEWAY_SHUTDOWN_GRACE. Later ones are logged only.
+// flight finish within GATEWAY_SHUTDOWN_GRACE. Later ones are logged only,
+// and so is SIGHUP.
 func watchSignals(log *slog.Logger) *signals {
 	c := make(chan os.Signal, 4)
-	signal.Notify(c, syscall.SIGTERM, os.Interrupt)
+	// SIGHUP is caught so that it cannot kill the process without a drain, as
+	// Go's default action would; it will mean "reload the routes" once that
+	// exists (see "Operators" in docs/architecture.md).
+	signal.Notify(c, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
 	ctx, begin := context.WithCancelCause(context.Background())
 	s := &signals{ctx: ctx, skipDelay: make(chan struct{})}
 	quit := make(chan struct{})
@@ -119,6 +123,10 @@ func watchSignals(log *slog.Logger) *signals {
 			case <-quit:
 				return
 			case sig := <-c:
+				if sig == syscall.SIGHUP {
+					log.Info("SIGHUP received; routes reload is not supported yet, ignoring")
+					continue
+				}
 				received++
 				switch received {
 				case 1:
