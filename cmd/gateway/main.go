@@ -84,5 +84,23 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 	}
-	return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly}))
+	return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly,
+		NoColor: !colorful(w)}))
+}
+
+// colorful reports whether text logs written to w may carry ANSI colours:
+// only when w is a terminal, so that files, pipes and log collectors get plain
+// text, and never when NO_COLOR is set (no-color.org). A character device is
+// taken for a terminal; the only other ones a log goes to in practice, such as
+// /dev/null, do not mind the escapes.
+func colorful(w io.Writer) bool {
+	if os.Getenv("NO_COLOR") != "" {
+		return false
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -35,7 +35,8 @@ type Config struct {
 	SpoolDir string `env:"GATEWAY_SPOOL_DIR" envDefault:"./data/spool"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `env:"GATEWAY_LOG_LEVEL" envDefault:"info"`
-	// LogFormat is text (colored, for people) or json (for machines).
+	// LogFormat is text (for people; coloured only on a terminal, and not with
+	// NO_COLOR set) or json (for machines).
 	LogFormat string `env:"GATEWAY_LOG_FORMAT" envDefault:"text"`
 	// AccessLog writes one info line per API request (id, client, model,
 	// route, status, error type, candidates tried, duration, first byte).
