@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,20 +78,22 @@ type ClientConfig struct {
 }
 
 // Duration is a time.Duration written in Go syntax in YAML.
+// Duration is a time.Duration written in Go syntax in YAML.
 type Duration time.Duration
 
-// UnmarshalYAML accepts "250ms", "30s", ...
+// UnmarshalYAML accepts "250ms", "30s", ... The caller adds the path and
+// line; a duration is never a secret, so the value is shown.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
 	if err := n.Decode(&s); err != nil {
-		return err
+		return errors.New("expected a duration (like 250ms or 30s)")
 	}
 	v, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return fmt.Errorf("%s is not a duration (write it like 250ms, 30s or 2m)", quoteShort(s))
 	}
 	if v < 0 {
-		return fmt.Errorf("line %d: duration %q is negative", n.Line, s)
+		return fmt.Errorf("%s is negative", quoteShort(s))
 	}
 	*d = Duration(v)
 	return nil
@@ -112,53 +118,84 @@ func LoadRoutes(path string) (*Routes, error) {
 
 // ParseRoutes decodes and validates a routes file. lookup resolves ${VAR}
 // references; it is a parameter so tests need not touch the process env.
+// Every error it returns matches ErrInvalidRoutes and, except for a YAML
+// syntax error without a line, is a *FieldError naming the YAML path.
 func ParseRoutes(b []byte, lookup func(string) (string, bool)) (*Routes, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, syntaxError(err)
+	}
 	var r Routes
-	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("parse: %w", err)
+	check := shapeChecker{lines: lineIndex{}}
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		root := doc.Content[0]
+		if err := check.check(root, reflect.TypeFor[Routes](), ""); err != nil {
+			return nil, err
+		}
+		if err := root.Decode(&r); err != nil {
+			var te *yaml.TypeError
+			if errors.As(err, &te) {
+				// Not expected after a clean walk, and yaml's text can
+				// echo a value (a key), so it is not passed on.
+				return nil, &FieldError{Msg: "the file does not fit the routes format"}
+			}
+			return nil, syntaxError(err) // alias loops and excessive aliasing
+		}
 	}
-	if err := r.expand(lookup); err != nil {
-		return nil, err
-	}
-	if err := r.validate(); err != nil {
+	v := validator{lines: check.lines, exp: r.expand(lookup)}
+	v.collectKeys(&r)
+	if err := v.validate(&r); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
-var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+// varRef matches ${VAR} and ${VAR:-default}; as in the shell, the default
+// applies when VAR is unset or empty.
+var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}`)
 
-// expandString replaces ${VAR}; a missing variable expands to "" and is
-// reported so the caller can decide whether empty is acceptable.
-func expandString(s string, lookup func(string) (string, bool)) (out string, missing []string) {
-	out = varRef.ReplaceAllStringFunc(s, func(m string) string {
-		name := m[2 : len(m)-1]
+// expandString replaces ${VAR} and ${VAR:-default}. A missing variable
+// expands to ""; the returned expansion says which variables were used and
+// in what state, for the caller's error message.
+func expandString(s string, lookup func(string) (string, bool)) (string, expansion) {
+	var x expansion
+	matches := varRef.FindAllStringSubmatchIndex(s, -1)
+	if matches == nil {
+		return s, x
+	}
+	var b strings.Builder
+	last := 0
+	for _, m := range matches {
+		b.WriteString(s[last:m[0]])
+		last = m[1]
+		name := s[m[2]:m[3]]
 		v, ok := lookup(name)
-		if !ok {
-			missing = append(missing, name)
+		u := varUse{Name: name, Set: ok, Empty: ok && v == ""}
+		if m[4] >= 0 && v == "" {
+			v = s[m[4]+2 : m[5]]
+			u.Defaulted = true
 		}
-		return v
-	})
-	return out, missing
+		if !slices.ContainsFunc(x.vars, func(o varUse) bool { return o.Name == name }) {
+			x.vars = append(x.vars, u)
+		}
+		b.WriteString(v)
+	}
+	b.WriteString(s[last:])
+	return b.String(), x
 }
 
 // expand resolves ${VAR} in values only (never in keys or structure), after
-// YAML parsing, so an env value cannot inject YAML.
-func (r *Routes) expand(lookup func(string) (string, bool)) error {
+// YAML parsing, so an env value cannot inject YAML. It returns, by YAML
+// path, where base_url and each key came from.
+func (r *Routes) expand(lookup func(string) (string, bool)) map[string]expansion {
+	from := map[string]expansion{}
 	for i := range r.Providers {
 		p := &r.Providers[i]
-		p.BaseURL, _ = expandString(p.BaseURL, lookup)
+		path := fmt.Sprintf("providers[%d]", i)
+		p.BaseURL, from[path+".base_url"] = expandString(p.BaseURL, lookup)
 		for k, key := range p.APIKeys {
-			v, missing := expandString(key.Reveal(), lookup)
-			if strings.TrimSpace(v) == "" {
-				hint := ""
-				if len(missing) > 0 {
-					hint = fmt.Sprintf(" (is %s set?)", strings.Join(missing, ", "))
-				}
-				return fmt.Errorf("providers[%d] %q: api_keys[%d] is empty%s", i, p.Name, k, hint)
-			}
+			var v string
+			v, from[fmt.Sprintf("%s.api_keys[%d]", path, k)] = expandString(key.Reveal(), lookup)
 			p.APIKeys[k] = secret.New(v)
 		}
 		for k, v := range p.Headers {
@@ -168,130 +205,202 @@ func (r *Routes) expand(lookup func(string) (string, bool)) error {
 			p.Query[k], _ = expandString(v, lookup)
 		}
 	}
-	return nil
+	return from
 }
 
 // ErrInvalidRoutes marks every validation failure of the routes file.
 var ErrInvalidRoutes = errors.New("invalid routes")
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRoutes}, args...)...)
-}
-
 var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
-func (r *Routes) validate() error {
-	if len(r.Providers) == 0 {
-		return invalid("providers: at least one provider is required")
+// validator checks decoded routes and words each error with the YAML path
+// and, from lines, the line it was written on.
+type validator struct {
+	lines lineIndex
+	exp   map[string]expansion
+	keys  []string // every configured key, longest first, to redact from shown values
+}
+
+// minRedactedKey: shorter "keys" (test placeholders) would turn any shown
+// value into noise if redacted wherever they occur.
+const minRedactedKey = 4
+
+func (v *validator) collectKeys(r *Routes) {
+	for _, p := range r.Providers {
+		for _, k := range p.APIKeys {
+			if s := strings.TrimSpace(k.Reveal()); len(s) >= minRedactedKey {
+				v.keys = append(v.keys, s)
+			}
+		}
 	}
-	providers := map[string]*ProviderConfig{}
+	slices.SortFunc(v.keys, func(a, b string) int { return len(b) - len(a) })
+}
+
+// fail reports a problem at path; msg continues the sentence that starts
+// with the path (": ..." or " is ...").
+func (v *validator) fail(path, format string, args ...any) error {
+	return &FieldError{Path: path, Line: v.lines.line(path), Msg: path + fmt.Sprintf(format, args...)}
+}
+
+func (v *validator) validate(r *Routes) error {
+	if len(r.Providers) == 0 {
+		return v.fail("providers", ": at least one provider is required")
+	}
+	providers := map[string]int{}
+	var names []string
 	for i := range r.Providers {
-		p := &r.Providers[i]
-		where := fmt.Sprintf("providers[%d]", i)
-		if p.Name == "" {
-			return invalid("%s.name is required", where)
+		if err := v.provider(&r.Providers[i], fmt.Sprintf("providers[%d]", i), providers); err != nil {
+			return err
 		}
-		where = fmt.Sprintf("providers[%d] %q", i, p.Name)
-		if providers[p.Name] != nil {
-			return invalid("%s: duplicate provider name", where)
-		}
-		providers[p.Name] = p
-		if p.Format == "" {
-			p.Format = "openai"
-		}
-		if !knownFormats[p.Format] {
-			return invalid("%s.format %q is unknown (known: openai)", where, p.Format)
-		}
-		u, err := url.Parse(p.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			// The URL itself is not echoed: it may carry credentials.
-			return invalid("%s.base_url must be an absolute http(s) URL without credentials, query or fragment", where)
-		}
-		if len(p.APIKeys) == 0 {
-			return invalid("%s.api_keys must list at least one key", where)
-		}
-		if p.MaxConcurrency <= 0 {
-			return invalid("%s.max_concurrency must be positive, got %d", where, p.MaxConcurrency)
-		}
-		for k, v := range p.Headers {
-			if !headerName.MatchString(k) {
-				return invalid("%s.headers: %q is not a valid header name", where, k)
-			}
-			if strings.ContainsAny(v, "\r\n\x00") {
-				return invalid("%s.headers[%s] contains CR, LF or NUL", where, k)
-			}
-		}
-		for k, v := range p.Query {
-			if strings.ContainsAny(k+v, "\r\n\x00") {
-				return invalid("%s.query[%s] contains CR, LF or NUL", where, k)
-			}
-		}
+		providers[r.Providers[i].Name] = i
+		names = append(names, r.Providers[i].Name)
 	}
 	if len(r.Models) == 0 {
-		return invalid("models: at least one model is required")
+		return v.fail("models", ": at least one model is required")
 	}
-	models := map[string]bool{}
+	models := map[string]int{}
 	for i := range r.Models {
 		m := &r.Models[i]
-		where := fmt.Sprintf("models[%d]", i)
+		path := fmt.Sprintf("models[%d]", i)
 		if m.Name == "" {
-			return invalid("%s.name is required", where)
+			return v.fail(path+".name", " is required")
 		}
-		where = fmt.Sprintf("models[%d] %q", i, m.Name)
-		if models[m.Name] {
-			return invalid("%s: duplicate model name", where)
+		if first, dup := models[m.Name]; dup {
+			return v.fail(path+".name", ": %s is already used by models[%d]", quoteShort(m.Name), first)
 		}
-		models[m.Name] = true
+		models[m.Name] = i
 		if len(m.Candidates) == 0 {
-			return invalid("%s.candidates must list at least one entry", where)
+			return v.fail(path+".candidates", " must list at least one entry")
 		}
 		for j := range m.Candidates {
 			e := &m.Candidates[j]
-			ew := fmt.Sprintf("%s.candidates[%d]", where, j)
-			if providers[e.Provider] == nil {
-				return invalid("%s.provider %q is not a configured provider", ew, e.Provider)
+			ep := fmt.Sprintf("%s.candidates[%d]", path, j)
+			if e.Provider == "" {
+				return v.fail(ep+".provider", " is required")
+			}
+			if _, ok := providers[e.Provider]; !ok {
+				hint := suggest(e.Provider, names)
+				if hint == "" {
+					hint = " (configured: " + strings.Join(names, ", ") + ")"
+				}
+				return v.fail(ep+".provider", ": %s is not a configured provider%s", quoteShort(e.Provider), hint)
 			}
 			if e.Model == "" {
 				e.Model = m.Name
 			}
 			if e.Priority < 0 {
-				return invalid("%s.priority must not be negative, got %d", ew, e.Priority)
+				return v.fail(ep+".priority", " must not be negative, got %d", e.Priority)
 			}
 			if e.Weight == 0 {
 				e.Weight = 1
 			}
 			if e.Weight < 1 {
-				return invalid("%s.weight must be at least 1, got %d", ew, e.Weight)
+				return v.fail(ep+".weight", " must be at least 1, got %d", e.Weight)
 			}
 		}
 	}
-	clients := map[string]bool{}
-	hashes := map[string]bool{}
+	clients := map[string]int{}
+	hashes := map[string]int{}
 	for i := range r.Clients {
 		c := &r.Clients[i]
-		where := fmt.Sprintf("clients[%d]", i)
+		path := fmt.Sprintf("clients[%d]", i)
 		if c.Name == "" {
-			return invalid("%s.name is required", where)
+			return v.fail(path+".name", " is required")
 		}
-		where = fmt.Sprintf("clients[%d] %q", i, c.Name)
-		if clients[c.Name] {
-			return invalid("%s: duplicate client name", where)
+		if first, dup := clients[c.Name]; dup {
+			return v.fail(path+".name", ": %s is already used by clients[%d]", quoteShort(c.Name), first)
 		}
-		clients[c.Name] = true
+		clients[c.Name] = i
 		c.KeySHA256 = strings.ToLower(strings.TrimSpace(c.KeySHA256))
 		if len(c.KeySHA256) != 64 || strings.Trim(c.KeySHA256, "0123456789abcdef") != "" {
-			return invalid("%s.key_sha256 must be 64 hex characters", where)
+			// Never shown: a token pasted here instead of its hash is a secret.
+			return v.fail(path+".key_sha256", " must be 64 hex characters: the SHA-256 of the client's token, not the token")
 		}
-		if hashes[c.KeySHA256] {
-			return invalid("%s.key_sha256 duplicates another client's", where)
+		if first, dup := hashes[c.KeySHA256]; dup {
+			return v.fail(path+".key_sha256", " is the same as clients[%d]'s", first)
 		}
-		hashes[c.KeySHA256] = true
+		hashes[c.KeySHA256] = i
 		if c.Priority == "" {
 			c.Priority = "interactive"
 		}
 		if _, err := admission.ParsePriority(c.Priority); err != nil {
-			return invalid("%s.priority: %v", where, err)
+			return v.fail(path+".priority", ": %v", err)
 		}
+	}
+	return nil
+}
+
+// provider validates one provider; seen maps the names before it to their index.
+func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int) error {
+	if p.Name == "" {
+		return v.fail(path+".name", " is required")
+	}
+	if first, dup := seen[p.Name]; dup {
+		return v.fail(path+".name", ": %s is already used by providers[%d]", quoteShort(p.Name), first)
+	}
+	if p.Format == "" {
+		p.Format = "openai"
+	}
+	if !knownFormats[p.Format] {
+		return v.fail(path+".format", ": %s is unknown (known: openai)", quoteShort(p.Format))
+	}
+	if err := v.baseURL(p.BaseURL, path+".base_url"); err != nil {
+		return err
+	}
+	if len(p.APIKeys) == 0 {
+		return v.fail(path+".api_keys", " must list at least one key")
+	}
+	for k, key := range p.APIKeys {
+		kp := fmt.Sprintf("%s.api_keys[%d]", path, k)
+		if strings.TrimSpace(key.Reveal()) == "" {
+			return v.fail(kp, " is empty%s", v.exp[kp].origin())
+		}
+	}
+	if p.MaxConcurrency <= 0 {
+		if _, written := v.lines[path+".max_concurrency"]; !written {
+			return v.fail(path+".max_concurrency", " is required: how many requests one key may run at once")
+		}
+		return v.fail(path+".max_concurrency", " must be positive, got %d", p.MaxConcurrency)
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Headers)) {
+		hp := childPath(path+".headers", k)
+		if !headerName.MatchString(k) {
+			return v.fail(hp, " is not a valid header name")
+		}
+		if strings.ContainsAny(p.Headers[k], "\r\n\x00") {
+			return v.fail(hp, " contains CR, LF or NUL")
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Query)) {
+		qp := childPath(path+".query", k)
+		if strings.ContainsAny(k+p.Query[k], "\r\n\x00") {
+			return v.fail(qp, " contains CR, LF or NUL")
+		}
+	}
+	return nil
+}
+
+// baseURL checks a provider's base_url. The value is shown, with anything
+// that may be a credential redacted, because "" or a missing scheme is the
+// usual mistake and is hard to see without it.
+func (v *validator) baseURL(raw, path string) error {
+	// Cut after redacting, so a key across the cut cannot escape it.
+	shown := quoteCut(redactURL(raw, v.keys), 200)
+	origin := v.exp[path].origin()
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "":
+		hint := ""
+		if raw != "" && !strings.Contains(raw, "://") {
+			hint = "; it needs a scheme, like https://"
+		}
+		return v.fail(path, ": %s is not an absolute http(s) URL%s%s", shown, origin, hint)
+	case u.User != nil:
+		return v.fail(path, ": %s has credentials in it%s; put keys in api_keys", shown, origin)
+	case u.RawQuery != "":
+		return v.fail(path, ": %s has a query%s; put parameters in query", shown, origin)
+	case u.Fragment != "":
+		return v.fail(path, ": %s has a fragment%s", shown, origin)
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 const validRoutes = `
@@ -51,59 +53,66 @@ func TestParseRoutesValid(t *testing.T) {
 	}
 }
 
-// TestParseRoutesErrors: each mistake gets an error naming the field, and no key leaks.
-func TestParseRoutesErrors(t *testing.T) {
-	base := map[string]string{"K1": "sk-secret-one", "K2": "sk-secret-two", "ORG": "o"}
-	tests := []struct {
-		name, from, to, want string
-	}{
-		{"unknown provider", "provider: backup, priority: 1", "provider: nope, priority: 1", `provider "nope" is not a configured provider`},
-		{"duplicate provider", "name: backup", "name: primary", "duplicate provider name"},
-		{"bad url", "http://127.0.0.1:9002/v1/", "ftp://x", "base_url must be an absolute http(s) URL"},
-		{"url with credentials", "http://127.0.0.1:9002/v1/", "http://user:sk-pass@h/v1", "base_url must be"},
-		{"empty keys", `api_keys: ["sk-backup"]`, "api_keys: []", "api_keys must list at least one key"},
-		{"unset key var", `"${K2}"`, `"${NOPE}"`, "api_keys[1] is empty (is NOPE set?)"},
-		{"zero concurrency", "max_concurrency: 4", "max_concurrency: 0", "max_concurrency must be positive"},
-		{"unknown format", "format: openai", "format: cohere", `format "cohere" is unknown`},
-		{"unknown field", "max_concurrency: 4", "max_concurrency: 4\n    colour: red", "field colour not found"},
-		{"bad duration", "queue_budget: 100ms", "queue_budget: soon", "invalid duration"},
-		{"header crlf", `OpenAI-Organization: "${ORG}"`, `OpenAI-Organization: "a\r\nX-Evil: 1"`, "contains CR, LF or NUL"},
-		{"bad weight", "provider: backup, priority: 1", "provider: backup, priority: 1, weight: -2", "weight must be at least 1"},
-		{"bad client hash", `key_sha256: "E3B0`, `key_sha256: "zz`, "key_sha256 must be 64 hex"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			src := strings.Replace(validRoutes, tt.from, tt.to, 1)
-			if src == validRoutes {
-				t.Fatalf("test edit %q did not apply", tt.from)
-			}
-			_, err := ParseRoutes([]byte(src), env(base))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want it to contain %q", err, tt.want)
-			}
-			for _, k := range []string{"sk-secret-one", "sk-secret-two", "sk-pass"} {
-				if strings.Contains(err.Error(), k) {
-					t.Fatalf("error leaks a key: %v", err)
-				}
-			}
-		})
-	}
-	_, err := ParseRoutes([]byte("providers: []\nmodels: []\n"), env(base))
-	if !errors.Is(err, ErrInvalidRoutes) {
-		t.Fatalf("err = %v, want ErrInvalidRoutes", err)
-	}
-}
+// fuzzEnv's values are keys only the environment holds: the fuzzer can
+// place ${K1} anywhere, but is unlikely to write the value itself.
+var fuzzEnv = map[string]string{"K1": "sk-fuzz-one-1234", "K2": "fuzz-two-key-5678", "U": "http://127.0.0.1:1/v1"}
 
+// FuzzParseRoutes: any input either loads into routes the planner accepts,
+// or fails with a FieldError that names no Go type and shows no key the
+// file configures from the environment.
 func FuzzParseRoutes(f *testing.F) {
 	f.Add([]byte(validRoutes))
 	f.Add([]byte("providers: [{name: a}]"))
+	f.Add([]byte(errorsBase))
+	f.Add([]byte("providers:\n  - name: a\n    base_url: http://h/${K1}?q=${K2}\n    api_keys: [\"${K1}\", \"x${K2}\"]\n    max_concurrency: 1\nmodels: [{name: m, candidates: [{provider: a}]}]\n"))
+	f.Add([]byte("providers:\n  - name: a\n    base_url: ${U:-http://127.0.0.1:2/v1}\n    api_keys: [\"${NOPE:-k}\"]\n    max_concurrency: 1\nmodels: [{name: m, candidates: [{provider: a}]}]\n"))
+	f.Add([]byte("base: &b {format: openai, max_concurrency: 2, api_keys: [\"${K1}\"]}\nproviders:\n  - {<<: *b, name: a, base_url: \"http://${K1}/\"}\n"))
+	f.Add([]byte("providers:\n  - &p {name: a, <<: *p}\n"))
+	f.Add([]byte("providers:\n  - name: a\n    api_key: x\n    max_concurrency: \"8\"\n    timeouts: {connect: 1.5}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := ParseRoutes(b, env(map[string]string{"K1": "a", "K2": "b"}))
+		r, err := ParseRoutes(b, env(fuzzEnv))
 		if err != nil {
+			var fe *FieldError
+			if !errors.Is(err, ErrInvalidRoutes) || !errors.As(err, &fe) {
+				t.Fatalf("error %T %v: want a *FieldError matching ErrInvalidRoutes", err, err)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "candidates.") || strings.Contains(msg, "does not fit the routes format") {
+				t.Fatalf("error not mapped to a YAML path: %v", err)
+			}
+			for _, k := range envKeys(b) {
+				if strings.Contains(msg, k) {
+					t.Fatalf("error shows the configured key %q: %v", k, err)
+				}
+			}
 			return
 		}
 		if _, err := NewPlanner(r, PlannerOptions{}); err != nil {
 			t.Fatalf("valid routes did not plan: %v", err)
 		}
 	})
+}
+
+// envKeys is an oracle independent of ParseRoutes: the keys a file lists
+// under api_keys that take text from fuzzEnv, as a loose decode sees them.
+func envKeys(b []byte) []string {
+	var loose struct {
+		Providers []struct {
+			APIKeys []string `yaml:"api_keys"`
+		} `yaml:"providers"`
+	}
+	if yaml.Unmarshal(b, &loose) != nil {
+		return nil
+	}
+	var keys []string
+	for _, p := range loose.Providers {
+		for _, k := range p.APIKeys {
+			v, _ := expandString(strings.TrimSpace(k), env(fuzzEnv))
+			v = strings.TrimSpace(v)
+			if len(v) >= minRedactedKey && (strings.Contains(v, fuzzEnv["K1"]) || strings.Contains(v, fuzzEnv["K2"])) {
+				keys = append(keys, v)
+			}
+		}
+	}
+	return keys
 }
