@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,7 +11,6 @@ import (
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
-	"github.com/llmgw/gateway/internal/watchdog"
 )
 
 // Admitter grants the slots of one attempt (implemented by admission.Scheduler).
@@ -300,126 +298,42 @@ func (w *walk) admissionFailed(ctx context.Context, i int, start time.Time, err 
 	if ctx.Err() != nil {
 		return w.stop(i, w.clientGone(ctx))
 	}
-	var te *admission.TimeoutError
-	switch {
-	case errors.As(err, &te):
-		w.fail(i, http.StatusTooManyRequests, report.ErrorTypeAdmissionTimeout, err.Error(), start)
-		w.noteRetryAfter(te.Budget)
-		return false
-	case errors.Is(err, admission.ErrQueueFull):
-		w.fail(i, http.StatusTooManyRequests, report.ErrorTypeQueueFull, err.Error(), start)
-		w.noteRetryAfter(time.Second)
-		return false
-	case errors.Is(err, admission.ErrClosed):
-		w.fail(i, http.StatusServiceUnavailable, report.ErrorTypeShutdown, err.Error(), start)
-		return w.stop(i+1, Outcome{Status: report.RequestFailed, StatusCode: http.StatusServiceUnavailable,
-			ErrorType: report.ErrorTypeShutdown, Message: "the gateway is shutting down"})
-	default:
-		w.fail(i, http.StatusInternalServerError, report.ErrorTypeInternal, err.Error(), start)
-		w.retryable = false
-		return false
-	}
+	row := &w.rows[i]
+	now := w.r.Now()
+	row.StartedAt, row.FinishedAt, row.Latency = start, now, now.Sub(start)
+	return w.apply(i, Classify(&AdmissionError{Err: err}, false, nil), false)
 }
 
 // classify turns a failed attempt into a record and a decision.
 func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (done bool) {
-	// A failed client write is checked before the context: net/http cancels
-	// the request context once the connection broke, and a write deadline
-	// must still be recorded as client_write_timeout.
-	var cwe *ClientWriteError
-	if errors.As(err, &cwe) {
-		out := Outcome{Status: report.RequestCancelled, StatusCode: 499, ErrorType: report.ErrorTypeClientCancelled, Committed: true}
-		status := report.CandidateCancelled
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// A client that stopped reading cut the stream: DESIGN section 7
-			// records that as failed, 502, client_write_timeout.
-			out.ErrorType, out.Status, out.StatusCode = report.ErrorTypeClientWriteTimeout, report.RequestFailed, http.StatusBadGateway
-			status = report.CandidateFailed
-		}
-		w.settle(i, status, out.StatusCode, out.ErrorType, err.Error())
-		return w.stop(i+1, out)
+	var ended error
+	if ctx.Err() != nil {
+		ended = context.Cause(ctx)
 	}
-	// What the upstream did decides the outcome. The request context counts
-	// only when the attempt ended because the context did: a client that
-	// hangs up as soon as it reads a cut stream's error event must not turn
-	// the provider's failure into a client cancel.
-	if endedByContext(ctx, err) {
-		out := w.clientGone(ctx)
-		if out.ErrorType == report.ErrorTypeShutdown {
-			// DESIGN section 7: a stream cut after bytes were sent is failed
-			// with 502; before any byte the client gets 503 shutting_down.
-			code := http.StatusServiceUnavailable
-			if a.Committed {
-				code = http.StatusBadGateway
-			}
-			w.settle(i, report.CandidateFailed, code, out.ErrorType, "the gateway shut down before the response ended")
-		} else {
-			w.settle(i, report.CandidateCancelled, out.StatusCode, out.ErrorType, "client went away")
-		}
-		out.Committed = a.Committed
-		return w.stop(i+1, out)
+	return w.apply(i, Classify(err, a.Committed, ended), a.Committed)
+}
+
+// apply records candidate i's failure and acts on it: the request ends, or
+// the walk moves on with what the failure says about the provider.
+func (w *walk) apply(i int, f Failure, committed bool) (done bool) {
+	if f.Watchdog != "" {
+		w.watchdogFired(i, f.Watchdog)
 	}
-	if a.Committed {
-		// Bytes reached the client: no failover is possible any more.
-		switch {
-		case errors.Is(err, watchdog.ErrIdleTimeout):
-			w.watchdogFired(i, "idle")
-		case errors.Is(err, upstream.ErrTotalTimeout):
-			w.watchdogFired(i, "total")
-		}
-		et := report.ErrorTypeStreamInterrupted
-		w.settle(i, report.CandidateFailed, http.StatusBadGateway, et, err.Error())
-		return w.stop(i+1, Outcome{Status: report.RequestFailed, StatusCode: http.StatusBadGateway, ErrorType: et, Committed: true})
+	w.settle(i, f.Status, f.Code, f.ErrorType, f.Message)
+	if !f.Failover {
+		return w.stop(i+1, Outcome{Status: f.RequestStatus, StatusCode: f.RequestCode, ErrorType: f.ErrorType,
+			Message: f.Reply, Committed: committed, Relay: f.Relay})
 	}
-	var (
-		se *upstream.StatusError
-		ce *upstream.ConnectError
-	)
-	switch {
-	case errors.Is(err, watchdog.ErrFirstByteTimeout):
-		w.watchdogFired(i, "first_byte")
-		w.settle(i, report.CandidateFailed, http.StatusGatewayTimeout, report.ErrorTypeFirstByteTimeout, err.Error())
-		w.timedOut, w.retryable = true, false
-		w.skipProvider(i)
-	case errors.Is(err, upstream.ErrTotalTimeout):
-		w.watchdogFired(i, "total")
-		w.settle(i, report.CandidateFailed, http.StatusGatewayTimeout, report.ErrorTypeUpstreamTimeout, err.Error())
-		w.timedOut, w.retryable = true, false
-		w.skipProvider(i)
-	case errors.As(err, &se):
-		if se.ClientFault() {
-			w.settle(i, report.CandidateFailed, se.Code, report.ErrorTypeUpstreamHTTP, string(se.Body))
-			return w.stop(i+1, Outcome{Status: report.RequestFailed, StatusCode: se.Code,
-				ErrorType: report.ErrorTypeUpstreamHTTP, Relay: se})
-		}
-		w.settle(i, report.CandidateFailed, se.Code, report.ErrorTypeUpstreamHTTP, string(se.Body))
-		w.timedOut = se.Code == http.StatusRequestTimeout || se.Code == http.StatusGatewayTimeout
-		if se.Code == http.StatusTooManyRequests {
-			w.noteRetryAfter(se.RetryAfter)
-		} else {
-			w.retryable = false
-		}
-		if !se.KeyScoped() {
-			w.skipProvider(i)
-		}
-	case errors.As(err, &ce):
-		w.settle(i, report.CandidateFailed, http.StatusBadGateway, report.ErrorTypeUpstreamConnect, err.Error())
-		w.timedOut, w.retryable = false, false
-		w.skipProvider(i)
-	default: // *upstream.ProtocolError, and anything unforeseen from a provider
-		w.settle(i, report.CandidateFailed, http.StatusBadGateway, report.ErrorTypeUpstreamProtocol, err.Error())
-		w.timedOut, w.retryable = false, false
+	w.timedOut = f.Timeout
+	if f.Capacity {
+		w.noteRetryAfter(f.RetryAfter)
+	} else {
+		w.retryable = false
+	}
+	if f.Scope == ScopeProvider {
 		w.skipProvider(i)
 	}
 	return false
-}
-
-// endedByContext reports whether an attempt's error is the request context
-// ending (the client left, or the shutdown grace ran out) rather than
-// something the upstream did. The executor turns errors caused by a
-// cancelled context into that context's cause.
-func endedByContext(ctx context.Context, err error) bool {
-	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown))
 }
 
 func (w *walk) watchdogFired(i int, kind string) {
@@ -428,15 +342,11 @@ func (w *walk) watchdogFired(i int, kind string) {
 	}
 }
 
-// clientGone describes a request whose context ended: the client left, or
-// the shutdown grace ran out.
+// clientGone describes a request whose context ended before its next
+// attempt: the client left, or the shutdown grace ran out.
 func (w *walk) clientGone(ctx context.Context) Outcome {
-	if errors.Is(context.Cause(ctx), ErrShutdown) {
-		return Outcome{Status: report.RequestFailed, StatusCode: http.StatusServiceUnavailable,
-			ErrorType: report.ErrorTypeShutdown, Message: "the gateway is shutting down"}
-	}
-	return Outcome{Status: report.RequestCancelled, StatusCode: 499, ErrorType: report.ErrorTypeClientCancelled,
-		Message: "client closed the request"}
+	f := contextEnded(context.Cause(ctx), false)
+	return Outcome{Status: f.RequestStatus, StatusCode: f.RequestCode, ErrorType: f.ErrorType, Message: f.Reply}
 }
 
 // finishRequest writes the request's final record.
@@ -463,15 +373,6 @@ func (w *walk) finishRequest() {
 		w.r.Observe.Enqueued(w.r.Now().Sub(now))
 		w.r.Observe.RequestDone(w.req.Model, out.Status, out.StatusCode, rec.Latency)
 	}
-}
-
-// fail records a failure of candidate i that happened before admission.
-func (w *walk) fail(i, code int, errorType, msg string, start time.Time) {
-	row := &w.rows[i]
-	now := w.r.Now()
-	row.StartedAt, row.FinishedAt, row.Latency = start, now, now.Sub(start)
-	w.settle(i, report.CandidateFailed, code, errorType, msg)
-	w.timedOut = false
 }
 
 func (w *walk) settle(i int, status string, code int, errorType, msg string) {

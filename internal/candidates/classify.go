@@ -1,0 +1,196 @@
+package candidates
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/upstream"
+	"github.com/llmgw/gateway/internal/watchdog"
+)
+
+// Scope is whom a failure is blamed on.
+type Scope uint8
+
+const (
+	// ScopeNone: nobody upstream (the client, the gateway, a full gate).
+	ScopeNone Scope = iota
+	// ScopeKey: the target's key (401, 403, 429, ...); the provider's other
+	// keys remain worth trying.
+	ScopeKey
+	// ScopeProvider: the provider itself (connect error, timeout, 5xx, ...);
+	// its other keys would meet the same trouble.
+	ScopeProvider
+)
+
+// Failure is what one failed attempt means. Classify is the only place these
+// rules live: the attempt loop (failover, the request's outcome), the
+// records and provider health all read the same Failure.
+type Failure struct {
+	Status     string // the candidate's status: failed or cancelled
+	Code       int    // the candidate's status_code
+	ErrorType  string // the record's error_type
+	Message    string // the record's error_message
+	Scope      Scope
+	Health     bool // counts against the target's health
+	Failover   bool // the next candidate may be tried
+	Timeout    bool // a timeout: the request answers 504 if every candidate fails
+	Capacity   bool // admission or an upstream 429: 429 if every candidate fails this way
+	RetryAfter time.Duration
+	Watchdog   string // "first_byte", "idle" or "total" when a deadline fired
+
+	// When Failover is false the request ends here, with this status and
+	// code, answering (before commit) with Reply or by relaying Relay.
+	RequestStatus string
+	RequestCode   int
+	Reply         string
+	Relay         *upstream.StatusError
+}
+
+// Classify turns the error of one attempt into a Failure. committed reports
+// whether bytes of this attempt reached the client; ended is the request
+// context's cause when it has ended, else nil. It is pure: the same inputs
+// always give the same Failure.
+//
+// What the upstream did comes first. The request context decides only when
+// the attempt ended because the context did (the executor turns such errors
+// into the context's cause): a client that hangs up on a cut stream's error
+// event must not turn the provider's failure into a client cancel.
+func Classify(err error, committed bool, ended error) Failure {
+	var (
+		ae  *AdmissionError
+		cwe *ClientWriteError
+		se  *upstream.StatusError
+		ce  *upstream.ConnectError
+	)
+	switch {
+	case errors.As(err, &ae):
+		return admissionFailure(ae.Err)
+	case errors.As(err, &cwe):
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// A client that stopped reading cut the stream.
+			return stop(report.CandidateFailed, http.StatusBadGateway, report.ErrorTypeClientWriteTimeout, err.Error(), report.RequestFailed)
+		}
+		return stop(report.CandidateCancelled, 499, report.ErrorTypeClientCancelled, err.Error(), report.RequestCancelled)
+	case ended != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown)):
+		return contextEnded(ended, committed)
+	case committed:
+		// Bytes reached the client: no failover is possible any more.
+		f := stop(report.CandidateFailed, http.StatusBadGateway, report.ErrorTypeStreamInterrupted, err.Error(), report.RequestFailed)
+		switch {
+		case errors.Is(err, watchdog.ErrIdleTimeout):
+			f.Watchdog = "idle"
+		case errors.Is(err, upstream.ErrTotalTimeout):
+			f.Watchdog = "total"
+		}
+		return f
+	case errors.Is(err, watchdog.ErrFirstByteTimeout):
+		return providerFailure(http.StatusGatewayTimeout, report.ErrorTypeFirstByteTimeout, err.Error(), true, "first_byte")
+	case errors.Is(err, upstream.ErrTotalTimeout):
+		return providerFailure(http.StatusGatewayTimeout, report.ErrorTypeUpstreamTimeout, err.Error(), true, "total")
+	case errors.As(err, &se):
+		return statusFailure(se)
+	case errors.As(err, &ce):
+		return providerFailure(http.StatusBadGateway, report.ErrorTypeUpstreamConnect, err.Error(), false, "")
+	default: // *upstream.ProtocolError, and anything unforeseen from a provider
+		return providerFailure(http.StatusBadGateway, report.ErrorTypeUpstreamProtocol, err.Error(), false, "")
+	}
+}
+
+// AdmissionError is a candidate's failure to get its slots. The attempt
+// loop wraps what the scheduler returned in it, so Classify never mistakes a
+// full gate for a provider failure.
+type AdmissionError struct{ Err error }
+
+func (e *AdmissionError) Error() string { return e.Err.Error() }
+func (e *AdmissionError) Unwrap() error { return e.Err }
+
+// admissionFailure classifies a failed admission. It never counts for
+// health: a full gate says nothing about the provider.
+func admissionFailure(err error) Failure {
+	var te *admission.TimeoutError
+	switch {
+	case errors.As(err, &te):
+		return Failure{Status: report.CandidateFailed, Code: http.StatusTooManyRequests, ErrorType: report.ErrorTypeAdmissionTimeout,
+			Message: err.Error(), Failover: true, Capacity: true, RetryAfter: te.Budget}
+	case errors.Is(err, admission.ErrQueueFull):
+		return Failure{Status: report.CandidateFailed, Code: http.StatusTooManyRequests, ErrorType: report.ErrorTypeQueueFull,
+			Message: err.Error(), Failover: true, Capacity: true, RetryAfter: time.Second}
+	case errors.Is(err, admission.ErrClosed):
+		f := stop(report.CandidateFailed, http.StatusServiceUnavailable, report.ErrorTypeShutdown, err.Error(), report.RequestFailed)
+		f.Reply = "the gateway is shutting down"
+		return f
+	default:
+		// A malformed admission request is a gateway bug; another candidate
+		// may still serve the client.
+		return Failure{Status: report.CandidateFailed, Code: http.StatusInternalServerError, ErrorType: report.ErrorTypeInternal,
+			Message: err.Error(), Failover: true}
+	}
+}
+
+// statusFailure classifies a non-2xx answer (DESIGN section 4): client
+// faults are relayed; everything else fails over, blamed on the key for
+// 401/402/403/429 and on the provider otherwise. Health counts what the
+// health contract names: 408 and 5xx for the provider, 401/403/429 for the
+// key; a 404 (the provider lacks the model) or a 402 fails over without
+// cooling anything.
+func statusFailure(se *upstream.StatusError) Failure {
+	f := Failure{Status: report.CandidateFailed, Code: se.Code, ErrorType: report.ErrorTypeUpstreamHTTP,
+		Message: string(se.Body), Failover: true, Scope: ScopeProvider}
+	if se.ClientFault() {
+		f.Failover, f.Scope = false, ScopeNone
+		f.RequestStatus, f.RequestCode, f.Relay = report.RequestFailed, se.Code, se
+		return f
+	}
+	if se.KeyScoped() {
+		f.Scope = ScopeKey
+	}
+	switch {
+	case se.Code == http.StatusTooManyRequests:
+		f.Health, f.Capacity, f.RetryAfter = true, true, se.RetryAfter
+	case se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden:
+		f.Health = true
+	case se.Code == http.StatusRequestTimeout || se.Code == http.StatusGatewayTimeout:
+		f.Health, f.Timeout = true, true
+	case se.Code >= 500:
+		f.Health = true
+		if se.Code == http.StatusServiceUnavailable {
+			f.RetryAfter = se.RetryAfter
+		}
+	}
+	return f
+}
+
+func providerFailure(code int, errorType, msg string, timeout bool, watchdog string) Failure {
+	return Failure{Status: report.CandidateFailed, Code: code, ErrorType: errorType, Message: msg,
+		Scope: ScopeProvider, Health: true, Failover: true, Timeout: timeout, Watchdog: watchdog}
+}
+
+// contextEnded classifies an attempt ended by its request: the client left,
+// or the shutdown grace ran out.
+func contextEnded(ended error, committed bool) Failure {
+	if errors.Is(ended, ErrShutdown) {
+		// DESIGN section 7: a stream cut after bytes were sent is failed
+		// with 502; before any byte the client gets 503 shutting_down.
+		code := http.StatusServiceUnavailable
+		if committed {
+			code = http.StatusBadGateway
+		}
+		f := stop(report.CandidateFailed, code, report.ErrorTypeShutdown, "the gateway shut down before the response ended", report.RequestFailed)
+		f.RequestCode, f.Reply = http.StatusServiceUnavailable, "the gateway is shutting down"
+		return f
+	}
+	f := stop(report.CandidateCancelled, 499, report.ErrorTypeClientCancelled, "client went away", report.RequestCancelled)
+	f.Reply = "client closed the request"
+	return f
+}
+
+// stop is a Failure that ends the request.
+func stop(status string, code int, errorType, msg, requestStatus string) Failure {
+	return Failure{Status: status, Code: code, ErrorType: errorType, Message: msg,
+		RequestStatus: requestStatus, RequestCode: code}
+}

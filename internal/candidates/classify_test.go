@@ -1,0 +1,128 @@
+package candidates
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/upstream"
+	"github.com/llmgw/gateway/internal/watchdog"
+)
+
+// TestClassify is the failure policy in one table: what each way an attempt
+// can fail means for the record, failover, the request's answer and health.
+// Columns: candidate status/code/error_type, scope, counts for health, may
+// fail over, timeout (504 when exhausted), capacity (429 when exhausted).
+func TestClassify(t *testing.T) {
+	status := func(code int, retryAfter time.Duration) error {
+		return &upstream.StatusError{Code: code, RetryAfter: retryAfter, Body: []byte(`{"error":"x"}`)}
+	}
+	cut := &upstream.ProtocolError{Err: io.ErrUnexpectedEOF}
+	type want struct {
+		row                  string
+		scope                Scope
+		health, failover     bool
+		timeout, capacity    bool
+		retryAfter           time.Duration
+		watchdog, reqOutcome string
+	}
+	tests := []struct {
+		name      string
+		err       error
+		committed bool
+		ended     error
+		want      want
+	}{
+		{"admission timeout", &AdmissionError{&admission.TimeoutError{Gate: "g", Budget: 250 * time.Millisecond}}, false, nil,
+			want{row: "failed/429/gateway_admission_timeout", failover: true, capacity: true, retryAfter: 250 * time.Millisecond}},
+		{"queue full", &AdmissionError{admission.ErrQueueFull}, false, nil,
+			want{row: "failed/429/gateway_queue_full", failover: true, capacity: true, retryAfter: time.Second}},
+		{"scheduler closed", &AdmissionError{admission.ErrClosed}, false, nil,
+			want{row: "failed/503/gateway_shutdown", reqOutcome: "failed/503"}},
+		{"admission bug", &AdmissionError{fmt.Errorf("x: %w", admission.ErrInvalidRequest)}, false, nil,
+			want{row: "failed/500/gateway_internal_error", failover: true}},
+		{"first byte timeout", watchdog.ErrFirstByteTimeout, false, nil,
+			want{row: "failed/504/stream_first_byte_timeout", scope: ScopeProvider, health: true, failover: true, timeout: true, watchdog: "first_byte"}},
+		{"total timeout", upstream.ErrTotalTimeout, false, nil,
+			want{row: "failed/504/upstream_timeout", scope: ScopeProvider, health: true, failover: true, timeout: true, watchdog: "total"}},
+		{"connect error", &upstream.ConnectError{Provider: "p", Err: errors.New("refused")}, false, nil,
+			want{row: "failed/502/upstream_connect_error", scope: ScopeProvider, health: true, failover: true}},
+		{"protocol error", cut, false, nil,
+			want{row: "failed/502/upstream_protocol_error", scope: ScopeProvider, health: true, failover: true}},
+		{"500", status(500, 0), false, nil,
+			want{row: "failed/500/upstream_http_error", scope: ScopeProvider, health: true, failover: true}},
+		{"503 with Retry-After", status(503, 2*time.Second), false, nil,
+			want{row: "failed/503/upstream_http_error", scope: ScopeProvider, health: true, failover: true, retryAfter: 2 * time.Second}},
+		{"504", status(504, 0), false, nil,
+			want{row: "failed/504/upstream_http_error", scope: ScopeProvider, health: true, failover: true, timeout: true}},
+		{"408", status(408, 0), false, nil,
+			want{row: "failed/408/upstream_http_error", scope: ScopeProvider, health: true, failover: true, timeout: true}},
+		{"404 model missing there", status(404, 0), false, nil,
+			want{row: "failed/404/upstream_http_error", scope: ScopeProvider, failover: true}},
+		{"429", status(429, 3*time.Second), false, nil,
+			want{row: "failed/429/upstream_http_error", scope: ScopeKey, health: true, failover: true, capacity: true, retryAfter: 3 * time.Second}},
+		{"401", status(401, 0), false, nil,
+			want{row: "failed/401/upstream_http_error", scope: ScopeKey, health: true, failover: true}},
+		{"403", status(403, 0), false, nil,
+			want{row: "failed/403/upstream_http_error", scope: ScopeKey, health: true, failover: true}},
+		{"402", status(402, 0), false, nil,
+			want{row: "failed/402/upstream_http_error", scope: ScopeKey, failover: true}},
+		{"400 relayed", status(400, 0), false, nil,
+			want{row: "failed/400/upstream_http_error", reqOutcome: "failed/400"}},
+		{"413 relayed", status(413, 0), false, nil,
+			want{row: "failed/413/upstream_http_error", reqOutcome: "failed/413"}},
+		{"422 relayed", status(422, 0), false, nil,
+			want{row: "failed/422/upstream_http_error", reqOutcome: "failed/422"}},
+		{"cut after commit", cut, true, nil,
+			want{row: "failed/502/stream_interrupted", reqOutcome: "failed/502"}},
+		{"idle after commit", watchdog.ErrIdleTimeout, true, nil,
+			want{row: "failed/502/stream_interrupted", watchdog: "idle", reqOutcome: "failed/502"}},
+		{"total after commit", upstream.ErrTotalTimeout, true, nil,
+			want{row: "failed/502/stream_interrupted", watchdog: "total", reqOutcome: "failed/502"}},
+		{"client went away", context.Canceled, false, context.Canceled,
+			want{row: "cancelled/499/client_cancelled", reqOutcome: "cancelled/499"}},
+		{"client went away mid-stream", context.Canceled, true, context.Canceled,
+			want{row: "cancelled/499/client_cancelled", reqOutcome: "cancelled/499"}},
+		// The upstream's cut decides even when the client has hung up since.
+		{"cut, then the client hung up", cut, true, context.Canceled,
+			want{row: "failed/502/stream_interrupted", reqOutcome: "failed/502"}},
+		{"first byte timeout as the client left", watchdog.ErrFirstByteTimeout, false, context.Canceled,
+			want{row: "failed/504/stream_first_byte_timeout", scope: ScopeProvider, health: true, failover: true, timeout: true, watchdog: "first_byte"}},
+		{"shutdown before commit", ErrShutdown, false, ErrShutdown,
+			want{row: "failed/503/gateway_shutdown", reqOutcome: "failed/503"}},
+		{"shutdown after commit", ErrShutdown, true, ErrShutdown,
+			want{row: "failed/502/gateway_shutdown", reqOutcome: "failed/503"}},
+		{"client stopped reading", &ClientWriteError{Err: os.ErrDeadlineExceeded}, true, context.Canceled,
+			want{row: "failed/502/client_write_timeout", reqOutcome: "failed/502"}},
+		{"client write failed", &ClientWriteError{Err: errors.New("broken pipe")}, true, nil,
+			want{row: "cancelled/499/client_cancelled", reqOutcome: "cancelled/499"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Classify(tt.err, tt.committed, tt.ended)
+			got := want{row: fmt.Sprintf("%s/%d/%s", f.Status, f.Code, f.ErrorType), scope: f.Scope, health: f.Health,
+				failover: f.Failover, timeout: f.Timeout, capacity: f.Capacity, retryAfter: f.RetryAfter, watchdog: f.Watchdog}
+			if !f.Failover {
+				got.reqOutcome = fmt.Sprintf("%s/%d", f.RequestStatus, f.RequestCode)
+			}
+			if got != tt.want {
+				t.Errorf("Classify(%v, committed=%v, ended=%v)\n got %+v\nwant %+v", tt.err, tt.committed, tt.ended, got, tt.want)
+			}
+			if f.Health && f.Scope == ScopeNone {
+				t.Error("a failure that counts for health must blame the key or the provider")
+			}
+			if (f.Relay != nil) != (f.Code == 400 || f.Code == 413 || f.Code == 422) {
+				t.Errorf("relay %v for %d", f.Relay, f.Code)
+			}
+			if f.Code == http.StatusOK {
+				t.Error("a failure with status 200")
+			}
+		})
+	}
+}
