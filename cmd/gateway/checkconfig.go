@@ -1,12 +1,47 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"strings"
 
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
 )
+
+const checkConfigUsage = "usage: gateway check-config [routes-file]   (default: $GATEWAY_CONFIG, else gateway.yaml)"
+
+// checkConfigCommand runs `gateway check-config [file]` and returns the exit
+// code: 0 when the file loads, 1 when it does not, 2 for a usage mistake.
+// The file argument wins over GATEWAY_CONFIG so that any file can be checked
+// before it is deployed, without changing the environment.
+func checkConfigCommand(cfg config.Config, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprintln(stdout, checkConfigUsage)
+		return 0
+	}
+	if len(args) > 1 || (len(args) == 1 && strings.HasPrefix(args[0], "-")) {
+		fmt.Fprintln(stderr, checkConfigUsage)
+		return 2
+	}
+	fromArg := len(args) == 1
+	if fromArg {
+		cfg.RoutesFile = args[0]
+	}
+	if err := checkConfig(cfg, stdout); err != nil {
+		fmt.Fprintln(stderr, "gateway:", err)
+		if !fromArg && errors.Is(err, fs.ErrNotExist) {
+			if _, set := os.LookupEnv("GATEWAY_CONFIG"); !set {
+				fmt.Fprintf(stderr, "gateway: %s is the default; pass the file (gateway check-config FILE) or set GATEWAY_CONFIG\n", cfg.RoutesFile)
+			}
+		}
+		return 1
+	}
+	return 0
+}
 
 // checkConfig loads the routes file and prints, per model, the candidates a
 // request would be planned into (one draw; weights make later draws differ).
@@ -19,8 +54,8 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "routes file %s: %d providers, %d models, %d clients\n",
-		cfg.RoutesFile, len(routes.Providers), len(routes.Models), len(routes.Clients))
+	fmt.Fprintf(out, "routes file %s: %s, %s, %s\n", cfg.RoutesFile,
+		plural(len(routes.Providers), "provider"), plural(len(routes.Models), "model"), plural(len(routes.Clients), "client"))
 	for _, p := range planner.Providers() {
 		fmt.Fprintf(out, "provider %s: %s keys=%d max_concurrency=%d queue_budget=%s first_byte=%s total=%s\n",
 			p.Name, p.Origin, len(p.Targets), p.MaxConcurrency, p.QueueBudget, p.FirstByte, p.Total)
@@ -33,8 +68,18 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 				c.Index, c.ID, c.Provider().Name, c.Target.ID, c.Model)
 		}
 	}
+	if len(routes.Clients) == 0 {
+		fmt.Fprintln(out, "clients: none, so the API accepts requests without a key")
+	}
 	fmt.Fprintf(out, "hold mode: %s\n", cfg.HoldMode)
 	return nil
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func plannerOptions(cfg config.Config) candidates.PlannerOptions {

@@ -1,7 +1,7 @@
 // Command gateway runs the LLM gateway.
 //
-//	gateway [serve]          run the server (default)
-//	gateway check-config     load env and routes file, print planned candidates
+//	gateway [serve]              run the server (default)
+//	gateway check-config [file]  load env and routes file, print planned candidates
 //	gateway migrate up|down|status
 //
 // main only wires packages together; behaviour lives in internal/.
@@ -48,11 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	case "check-config":
-		if err := checkConfig(cfg, stdout); err != nil {
-			fmt.Fprintln(stderr, "gateway:", err)
-			return 1
-		}
-		return 0
+		return checkConfigCommand(cfg, args, stdout, stderr)
 	case "migrate":
 		if len(args) != 1 {
 			fmt.Fprintln(stderr, "usage: gateway migrate up|down|status")
@@ -70,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, "usage: gateway [serve | check-config | migrate up|down|status]")
+		fmt.Fprintln(stdout, "usage: gateway [serve | check-config [file] | migrate up|down|status]")
 		return 0
 	default:
 		fmt.Fprintf(stderr, "gateway: unknown command %q (want serve, check-config or migrate)\n", cmd)

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// routesFor writes a one-provider routes file whose only model is named
+// model, so a test can tell which file check-config read.
+func routesFor(t *testing.T, model string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), model+".yaml")
+	src := "providers:\n" +
+		"  - name: primary\n" +
+		"    base_url: http://127.0.0.1:9/v1\n" +
+		"    api_keys: [\"sk-literal-SENTINEL\"]\n" +
+		"    max_concurrency: 2\n" +
+		"models:\n" +
+		"  - name: " + model + "\n" +
+		"    candidates: [{ provider: primary }]\n"
+	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestCheckConfigFileArgument: `gateway check-config FILE` checks FILE,
+// not the GATEWAY_CONFIG file; without an argument GATEWAY_CONFIG is read.
+func TestCheckConfigFileArgument(t *testing.T) {
+	fromEnv, fromArg := routesFor(t, "model-from-env"), routesFor(t, "model-from-arg")
+	t.Setenv("GATEWAY_CONFIG", fromEnv)
+	tests := []struct {
+		args       []string
+		file, want string
+	}{
+		{[]string{"check-config", fromArg}, fromArg, "model model-from-arg:"},
+		{[]string{"check-config"}, fromEnv, "model model-from-env:"},
+	}
+	for _, tt := range tests {
+		var out, errb bytes.Buffer
+		if code := run(tt.args, &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d, stderr %q", tt.args, code, errb.String())
+		}
+		if !strings.HasPrefix(out.String(), "routes file "+tt.file+": 1 provider, 1 model, 0 clients\n") || !strings.Contains(out.String(), tt.want) {
+			t.Errorf("%v: output does not describe %s:\n%s", tt.args, tt.file, out.String())
+		}
+		if strings.Contains(out.String()+errb.String(), "SENTINEL") {
+			t.Errorf("%v: a key was printed", tt.args)
+		}
+	}
+}
+
+// TestCheckConfigFailures: a bad file or a usage mistake exits non-zero
+// with a message that says what to fix.
+func TestCheckConfigFailures(t *testing.T) {
+	dir := t.TempDir()
+	misspelt := filepath.Join(dir, "misspelt.yaml")
+	src := "providers:\n  - name: primary\n    base_url: http://127.0.0.1:9/v1\n    api_key: [\"sk-literal-SENTINEL\"]\n    max_concurrency: 2\n"
+	if err := os.WriteFile(misspelt, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	emptyURL := filepath.Join(dir, "empty-url.yaml")
+	src = "providers:\n  - name: primary\n    base_url: ${CHECK_CONFIG_TEST_URL}\n    api_keys: [\"sk-literal-SENTINEL\"]\n    max_concurrency: 2\n"
+	if err := os.WriteFile(emptyURL, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.yaml")
+	t.Setenv("GATEWAY_CONFIG", routesFor(t, "valid"))
+
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string // exact stderr
+	}{
+		{"misspelt field", []string{"check-config", misspelt}, 1,
+			"gateway: routes file " + misspelt + ": line 4: providers[0]: unknown field \"api_key\" (did you mean \"api_keys\"?)\n"},
+		{"base_url from an unset variable", []string{"check-config", emptyURL}, 1,
+			"gateway: routes file " + emptyURL + ": line 3: providers[0].base_url: \"\" is not an absolute http(s) URL (it comes from ${CHECK_CONFIG_TEST_URL}, which is not set)\n"},
+		{"missing file", []string{"check-config", missing}, 1,
+			"gateway: routes file: open " + missing + ": no such file or directory\n"},
+		{"two files", []string{"check-config", misspelt, emptyURL}, 2, checkConfigUsage + "\n"},
+		{"a flag", []string{"check-config", "-config", misspelt}, 2, checkConfigUsage + "\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(tt.args, &out, &errb)
+			if code != tt.code || errb.String() != tt.want {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d, stderr:\n%s", code, errb.String(), tt.code, tt.want)
+			}
+			if strings.Contains(out.String()+errb.String(), "SENTINEL") {
+				t.Error("a key was printed")
+			}
+		})
+	}
+}
+
+// TestCheckConfigDefaultFileMissing: with neither an argument nor
+// GATEWAY_CONFIG, a missing gateway.yaml says how to name the file.
+func TestCheckConfigDefaultFileMissing(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("GATEWAY_CONFIG", "")
+	os.Unsetenv("GATEWAY_CONFIG") // t.Setenv restores it after the test
+	var out, errb bytes.Buffer
+	if code := run([]string{"check-config"}, &out, &errb); code != 1 {
+		t.Fatalf("exit %d, want 1", code)
+	}
+	want := "gateway: routes file: open gateway.yaml: no such file or directory\n" +
+		"gateway: gateway.yaml is the default; pass the file (gateway check-config FILE) or set GATEWAY_CONFIG\n"
+	if errb.String() != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", errb.String(), want)
+	}
+}
+
+// TestCheckConfigDemoFile: the built binary checks examples/demo.yaml with
+// no variables set, as a new user runs it first (the keys have defaults
+// for the mock upstreams), and names both providers and the route.
+func TestCheckConfigDemoFile(t *testing.T) {
+	demo, err := filepath.Abs(filepath.Join("..", "..", "examples", "demo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(gatewayBinary(t), "check-config", demo)
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()} // no PRIMARY_API_KEY, no GATEWAY_CONFIG
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		t.Fatalf("exit %d:\n%s", exit.ExitCode(), errb.String())
+	}
+	for _, want := range []string{
+		"routes file " + demo + ": 2 providers, 1 model, 0 clients\n",
+		"provider primary: http://127.0.0.1:9001 keys=1",
+		"provider backup: http://127.0.0.1:9002 keys=1",
+		"model gpt-4o-mini:\n  0. primary/key0-",
+		"  1. backup/key0-",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String()+errb.String(), "sk-demo") {
+		t.Error("a demo key was printed")
+	}
+}
