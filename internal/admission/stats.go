@@ -40,8 +40,9 @@ type Snapshot struct {
 }
 
 // Stats returns a snapshot. Promotions include those of attempts still
-// queued (computed at this moment), which costs a walk over the queue; it
-// is meant for the admin endpoint, not for every scrape.
+// queued (computed at this moment), which costs a walk over the queue under
+// the scheduler's lock, stalling every Acquire and Release meanwhile; it is
+// meant for the admin endpoint. Gauges scraped often read Usage.
 func (s *Scheduler) Stats() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -113,4 +114,36 @@ func (s *Scheduler) Idle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.pending == 0 && s.leases == 0
+}
+
+// GateUsage is the occupancy of one gate: what gauges scraped often show.
+type GateUsage struct {
+	Gate, Label            string
+	Limit, Active, Pending int
+}
+
+// Usage is the occupancy of every gate at one moment.
+type Usage struct {
+	Global  GateUsage
+	Targets []GateUsage // every dimension gate, in no particular order
+	Pending int         // queued attempts overall
+}
+
+// Usage reads the occupancy of every gate. Unlike Stats it copies a few
+// fields per gate and looks at nothing queued, so the lock it takes is held
+// for O(gates) whatever the queue holds. Targets is appended to buf[:0]: a
+// caller that passes back the previous Usage's Targets allocates nothing
+// under the lock once the slice has grown.
+func (s *Scheduler) Usage(buf []GateUsage) Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := Usage{Global: gateUsage(&s.global), Targets: buf[:0], Pending: s.pending}
+	for _, g := range s.gates {
+		u.Targets = append(u.Targets, gateUsage(g))
+	}
+	return u
+}
+
+func gateUsage(g *gate) GateUsage {
+	return GateUsage{Gate: g.key.gate, Label: g.label, Limit: g.limit, Active: g.active, Pending: g.pending}
 }

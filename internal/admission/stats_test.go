@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -129,5 +131,54 @@ func TestDefaults(t *testing.T) {
 	var te *TimeoutError
 	if _, err := s.Acquire(context.Background(), req(Interactive, 5*time.Millisecond)); !errors.As(err, &te) || te.Gate != GlobalGate {
 		t.Fatalf("real clock budget: err = %v, want TimeoutError", err)
+	}
+}
+
+// TestUsageMatchesStats protects the gauges scraped often: Usage shows the
+// same occupancy as a snapshot, gate by gate, and costs a scrape no
+// allocation once its buffer has grown.
+func TestUsageMatchesStats(t *testing.T) {
+	s := New(Config{GlobalLimit: 3, Clock: newFakeClock()})
+	a := mustAcquire(t, s, req(Interactive, 0, target("a", 1)))
+	defer a.Release()
+	b := mustAcquire(t, s, req(Interactive, 0, target("b", 2)))
+	defer b.Release()
+	mustAcquire(t, s, req(Interactive, 0, target("idle", 4))).Release()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan result, 2)
+	enqueue(t, ctx, s, "a1", req(Background, long, target("a", 1)), out)
+	enqueue(t, ctx, s, "a2", req(Interactive, long, target("a", 1)), out)
+	defer func() {
+		cancel()
+		recv(t, out)
+		recv(t, out)
+	}()
+
+	usage := func(g GateStats) GateUsage {
+		return GateUsage{Gate: g.Gate, Label: g.Label, Limit: g.Limit, Active: g.Active, Pending: g.Pending}
+	}
+	snap := s.Stats()
+	u := s.Usage(nil)
+	if want := usage(snap.Global); u.Global != want {
+		t.Errorf("global usage %+v, want %+v", u.Global, want)
+	}
+	if u.Pending != snap.Pending || u.Pending != 2 {
+		t.Errorf("pending %d, want %d (snapshot) and 2", u.Pending, snap.Pending)
+	}
+	var want []GateUsage
+	for _, g := range snap.Targets {
+		want = append(want, usage(g))
+	}
+	got := slices.Clone(u.Targets)
+	slices.SortFunc(got, func(x, y GateUsage) int { return strings.Compare(x.Label, y.Label) })
+	if !slices.Equal(got, want) {
+		t.Errorf("target usage %+v, want %+v", got, want)
+	}
+	buf := u.Targets
+	if again := s.Usage(buf); len(again.Targets) != len(want) {
+		t.Errorf("Usage over a reused buffer has %d targets, want %d", len(again.Targets), len(want))
+	}
+	if n := testing.AllocsPerRun(100, func() { buf = s.Usage(buf).Targets }); n != 0 {
+		t.Errorf("Usage with a grown buffer allocates %v times", n)
 	}
 }

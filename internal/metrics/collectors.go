@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmgw/gateway/internal/admission"
@@ -17,9 +19,16 @@ var (
 		"Attempts queued for admission overall.", nil, nil)
 )
 
-// admissionCollector reads the scheduler's snapshot at scrape time, so the
-// gauges are the scheduler's own numbers and never drift from them.
-type admissionCollector struct{ s *admission.Scheduler }
+// admissionCollector reads the scheduler's occupancy at scrape time, so the
+// gauges are the scheduler's own numbers and never drift from them. It reads
+// Usage rather than Stats: a scrape holds the scheduler's lock, which every
+// Acquire and Release waits for, and Stats walks the whole queue under it.
+type admissionCollector struct {
+	s *admission.Scheduler
+
+	mu  sync.Mutex            // serialises concurrent scrapes over buf
+	buf []admission.GateUsage // reused, so a scrape allocates nothing under the scheduler's lock
+}
 
 func (c *admissionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- admLimitDesc
@@ -29,34 +38,36 @@ func (c *admissionCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *admissionCollector) Collect(ch chan<- prometheus.Metric) {
-	snap := c.s.Stats()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u := c.s.Usage(c.buf)
+	c.buf = u.Targets
 	emit := func(gate, provider string, limit, active, pending int) {
 		ch <- prometheus.MustNewConstMetric(admLimitDesc, prometheus.GaugeValue, float64(limit), gate, provider)
 		ch <- prometheus.MustNewConstMetric(admActiveDesc, prometheus.GaugeValue, float64(active), gate, provider)
 		ch <- prometheus.MustNewConstMetric(admPendingDesc, prometheus.GaugeValue, float64(pending), gate, provider)
 	}
-	g := snap.Global
+	g := u.Global
 	emit(admission.GlobalGate, "", g.Limit, g.Active, g.Pending)
 	type sum struct{ limit, active, pending int }
 	per := map[[2]string]*sum{}
-	var order [][2]string
-	for _, t := range snap.Targets {
+	for _, t := range u.Targets {
 		k := [2]string{t.Gate, t.Label}
 		s := per[k]
 		if s == nil {
 			s = &sum{}
 			per[k] = s
-			order = append(order, k)
 		}
 		s.limit += t.Limit
 		s.active += t.Active
 		s.pending += t.Pending
 	}
-	for _, k := range order {
-		s := per[k]
+	// The registry sorts each family by label values, so map order does not
+	// reach the exposition.
+	for k, s := range per {
 		emit(k[0], k[1], s.limit, s.active, s.pending)
 	}
-	ch <- prometheus.MustNewConstMetric(admQueuedDesc, prometheus.GaugeValue, float64(snap.Pending))
+	ch <- prometheus.MustNewConstMetric(admQueuedDesc, prometheus.GaugeValue, float64(u.Pending))
 }
 
 var (
