@@ -60,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if err := report.Migrate(ctx, cfg.DatabaseURL.Reveal(), args[0], stdout); err != nil {
+		if err := report.Migrate(ctx, cfg.DatabaseURL, args[0], stdout); err != nil {
 			fmt.Fprintln(stderr, "gateway: migrate:", err)
 			return 1
 		}

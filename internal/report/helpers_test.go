@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/llmgw/gateway/internal/pgtest"
+	"github.com/llmgw/gateway/internal/secret"
 )
 
 func TestMain(m *testing.M) {
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 func migratedURL(t testing.TB) string {
 	t.Helper()
 	dsn := pgtest.DatabaseURL(t)
-	if err := Migrate(context.Background(), dsn, "up", io.Discard); err != nil {
+	if err := Migrate(context.Background(), secret.New(dsn), "up", io.Discard); err != nil {
 		t.Fatalf("migrate up: %v", err)
 	}
 	return dsn
@@ -56,7 +57,7 @@ func newTestWriter(t testing.TB, dsn string, mutate func(*Options)) (*Writer, *l
 	t.Helper()
 	logs := &logBuffer{}
 	opts := Options{
-		DatabaseURL:   dsn,
+		DatabaseURL:   secret.New(dsn),
 		SpoolDir:      t.TempDir(),
 		FlushInterval: 10 * time.Millisecond,
 		// Generous: the race detector and parallel packages make a loaded CI

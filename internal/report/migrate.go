@@ -14,6 +14,7 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
+	"github.com/llmgw/gateway/internal/secret"
 	"github.com/llmgw/gateway/migrations"
 )
 
@@ -21,13 +22,13 @@ import (
 // pending ones, "down" rolls back the latest, "status" lists them. Output for an
 // operator goes to out. Concurrent runs (several replicas starting with
 // AutoMigrate) serialise on a Postgres advisory lock.
-func Migrate(ctx context.Context, databaseURL, command string, out io.Writer) error {
+func Migrate(ctx context.Context, databaseURL secret.String, command string, out io.Writer) error {
 	switch command {
 	case "up", "down", "status":
 	default:
 		return fmt.Errorf("report: unknown migrate command %q (want up, down or status)", command)
 	}
-	cfg, err := pgx.ParseConfig(databaseURL)
+	cfg, err := pgx.ParseConfig(databaseURL.Reveal())
 	if err != nil {
 		return fmt.Errorf("report: parse database url: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/llmgw/gateway/internal/secret"
 )
 
 // TestMigrateUpDownStatus protects `gateway migrate`: up creates the tables, status
@@ -14,7 +16,7 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	dsn := migratedURL(t) // runs "up" once
 
 	var out bytes.Buffer
-	if err := Migrate(ctx, dsn, "up", &out); err != nil {
+	if err := Migrate(ctx, secret.New(dsn), "up", &out); err != nil {
 		t.Fatalf("second up: %v", err)
 	}
 	if !strings.Contains(out.String(), "no pending migrations") {
@@ -25,7 +27,7 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := Migrate(ctx, dsn, "status", &out); err != nil {
+	if err := Migrate(ctx, secret.New(dsn), "status", &out); err != nil {
 		t.Fatalf("status: %v", err)
 	}
 	if !strings.Contains(out.String(), "00001_init.sql") || !strings.Contains(out.String(), "applied") {
@@ -33,25 +35,25 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := Migrate(ctx, dsn, "down", &out); err != nil {
+	if err := Migrate(ctx, secret.New(dsn), "down", &out); err != nil {
 		t.Fatalf("down: %v", err)
 	}
 	if n := queryInt(t, dsn, "SELECT count(*) FROM pg_tables WHERE tablename IN ('requests', 'request_candidates')"); n != 0 {
 		t.Errorf("after down: %d report tables, want 0", n)
 	}
 	out.Reset()
-	if err := Migrate(ctx, dsn, "down", &out); err != nil {
+	if err := Migrate(ctx, secret.New(dsn), "down", &out); err != nil {
 		t.Fatalf("down at version 0: %v", err)
 	}
 	out.Reset()
-	if err := Migrate(ctx, dsn, "status", &out); err != nil {
+	if err := Migrate(ctx, secret.New(dsn), "status", &out); err != nil {
 		t.Fatalf("status: %v", err)
 	}
 	if !strings.Contains(out.String(), "pending") {
 		t.Errorf("status after down printed %q, want the migration pending", out.String())
 	}
 
-	if err := Migrate(ctx, dsn, "sideways", &out); err == nil {
+	if err := Migrate(ctx, secret.New(dsn), "sideways", &out); err == nil {
 		t.Error("unknown command: got nil error")
 	}
 }

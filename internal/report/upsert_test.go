@@ -81,7 +81,7 @@ func TestUpsertRankRules(t *testing.T) {
 					seq[i].RequestID = id
 				}
 				mode.apply(candidateRecords(seq))
-				got, ok := readCandidate(t, w.opts.DatabaseURL, candidateKey{requestID: id})
+				got, ok := readCandidate(t, w.opts.DatabaseURL.Reveal(), candidateKey{requestID: id})
 				if !ok {
 					t.Fatal("row missing")
 				}
@@ -187,9 +187,9 @@ func TestMergeMatchesSequential(t *testing.T) {
 		mustUpsert(t, w, chunked[:cut])
 		mustUpsert(t, w, chunked[cut:])
 
-		seqRow, _ := readCandidate(t, w.opts.DatabaseURL, candidateKey{requestID: ids[0]})
-		mergedRow, _ := readCandidate(t, w.opts.DatabaseURL, candidateKey{requestID: ids[1]})
-		chunkRow, _ := readCandidate(t, w.opts.DatabaseURL, candidateKey{requestID: ids[2]})
+		seqRow, _ := readCandidate(t, w.opts.DatabaseURL.Reveal(), candidateKey{requestID: ids[0]})
+		mergedRow, _ := readCandidate(t, w.opts.DatabaseURL.Reveal(), candidateKey{requestID: ids[1]})
+		chunkRow, _ := readCandidate(t, w.opts.DatabaseURL.Reveal(), candidateKey{requestID: ids[2]})
 		if seqRow.String() != mergedRow.String() {
 			t.Errorf("trial %d: sequential row %s != merged row %s", trial, seqRow, mergedRow)
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/llmgw/gateway/internal/secret"
 )
 
 // Store states reported by Writer.State (and shown in /readyz).
@@ -31,8 +33,9 @@ const (
 // Options configures a Writer. Zero fields take the documented defaults.
 type Options struct {
 	// DatabaseURL is the Postgres DSN (required). It is parsed by NewWriter, but
-	// Postgres does not need to be up for NewWriter or Start.
-	DatabaseURL string
+	// Postgres does not need to be up for NewWriter or Start. It is a secret
+	// because it usually carries the password, and Options may be printed.
+	DatabaseURL secret.String
 	// SpoolDir holds the spool segments while Postgres is unreachable.
 	// Default ./data/spool. One process per directory (it is locked).
 	SpoolDir string
@@ -133,10 +136,10 @@ type Writer struct {
 // NewWriter validates opts and opens (creating if needed) the spool directory.
 // It does not contact Postgres; Start does, in the background.
 func NewWriter(opts Options) (*Writer, error) {
-	if opts.DatabaseURL == "" {
+	if opts.DatabaseURL.Empty() {
 		return nil, errors.New("report: DatabaseURL is required")
 	}
-	poolCfg, err := pgxpool.ParseConfig(opts.DatabaseURL)
+	poolCfg, err := pgxpool.ParseConfig(opts.DatabaseURL.Reveal())
 	if err != nil {
 		// pgconn redacts the password in its parse errors.
 		return nil, fmt.Errorf("report: parse database url: %w", err)

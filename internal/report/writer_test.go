@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/llmgw/gateway/internal/pgtest"
+	"github.com/llmgw/gateway/internal/secret"
 )
 
 // recordTerminal records n distinct candidates, each as pending then success,
@@ -34,13 +36,33 @@ func TestNewWriterValidates(t *testing.T) {
 	if _, err := NewWriter(Options{}); err == nil {
 		t.Error("missing DatabaseURL accepted")
 	}
-	if _, err := NewWriter(Options{DatabaseURL: "postgres://u:secretpw@h:notaport/db", SpoolDir: t.TempDir()}); err == nil {
+	if _, err := NewWriter(Options{DatabaseURL: secret.New("postgres://u:secretpw@h:notaport/db"), SpoolDir: t.TempDir()}); err == nil {
 		t.Error("malformed DatabaseURL accepted")
 	} else if strings.Contains(err.Error(), "secretpw") {
 		t.Errorf("error leaks the password: %v", err)
 	}
-	if _, err := NewWriter(Options{DatabaseURL: "postgres://h/db", SpoolDir: t.TempDir(), Retention: -time.Hour}); err == nil {
+	if _, err := NewWriter(Options{DatabaseURL: secret.New("postgres://h/db"), SpoolDir: t.TempDir(), Retention: -time.Hour}); err == nil {
 		t.Error("negative Retention accepted")
+	}
+}
+
+// TestOptionsHideThePassword: the DSN usually carries the database password;
+// a writer's options printed or logged whole (a debug line, a panic value)
+// must not show it.
+func TestOptionsHideThePassword(t *testing.T) {
+	const password = "pw-SENTINEL-71c2"
+	w, err := NewWriter(Options{DatabaseURL: secret.New("postgres://u:" + password + "@127.0.0.1:1/db"),
+		SpoolDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	var logged strings.Builder
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("writer", "options", w.opts)
+	for _, out := range []string{fmt.Sprintf("%v %+v %#v", w.opts, w.opts, w.opts), logged.String()} {
+		if strings.Contains(out, password) {
+			t.Fatalf("the password is printed: %s", out)
+		}
 	}
 }
 
@@ -147,7 +169,7 @@ func TestSchemaMissingWaitsForMigration(t *testing.T) {
 	waitFor(t, "a log telling the operator to migrate", 10*time.Second, func() bool {
 		return strings.Contains(logs.String(), "migrate up")
 	})
-	if err := Migrate(context.Background(), dsn, "up", io.Discard); err != nil {
+	if err := Migrate(context.Background(), secret.New(dsn), "up", io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "replayed", 10*time.Second, func() bool { return w.Stats().Replayed == uint64(n) && w.State() == StateOK })
@@ -284,7 +306,7 @@ func TestCrashLosesOnlyUnspooled(t *testing.T) {
 
 // crashChild runs in the child process of TestCrashLosesOnlyUnspooled.
 func crashChild(dir string) {
-	w, err := NewWriter(Options{DatabaseURL: "postgres://postgres@127.0.0.1:1/x?connect_timeout=1",
+	w, err := NewWriter(Options{DatabaseURL: secret.New("postgres://postgres@127.0.0.1:1/x?connect_timeout=1"),
 		SpoolDir: dir, FlushInterval: 5 * time.Millisecond})
 	if err != nil {
 		fmt.Println("error", err)

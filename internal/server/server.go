@@ -72,7 +72,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		log.Warn("GATEWAY_DATABASE_URL is not set: request records are disabled")
 	} else {
 		w, err := report.NewWriter(report.Options{
-			DatabaseURL: cfg.DatabaseURL.Reveal(), SpoolDir: cfg.SpoolDir, AutoMigrate: bool(cfg.AutoMigrate),
+			DatabaseURL: cfg.DatabaseURL, SpoolDir: cfg.SpoolDir, AutoMigrate: bool(cfg.AutoMigrate),
 			Retention: cfg.ReportRetention, Logger: log,
 		})
 		if err != nil {
