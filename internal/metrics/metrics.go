@@ -68,7 +68,10 @@ type Metrics struct {
 	panics          prometheus.Counter
 
 	stage [numStages]prometheus.Observer // cached per stage
-	// per provider index (planner order): cached children
+	// prov holds each provider's children, resolved once in New and keyed by
+	// the planner's *Provider, so an observation costs one pointer-keyed map
+	// lookup instead of hashing label values. A provider the planner did not
+	// list at New gets no per-provider observations.
 	prov map[*candidates.Provider]*providerObs
 }
 

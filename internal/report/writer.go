@@ -45,7 +45,9 @@ type Options struct {
 	// QueueSize bounds the in-memory queue between Record* and the batcher.
 	// Default 8192 (about 4 MiB, allocated up front). When full, Record* appends to the spool itself.
 	QueueSize int
-	// BatchSize is the most records written in one transaction. Default 1000.
+	// BatchSize is the most records written in one transaction. Default 5000
+	// (DefaultBatchSize): with full candidate lifecycles folded into one row,
+	// smaller batches write too few rows per transaction (see BENCHMARKS.md).
 	BatchSize int
 	// FlushInterval is the longest a record waits in a partial batch: the bound
 	// on how stale the ledger is under light traffic. Default 100ms.
