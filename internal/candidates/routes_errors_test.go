@@ -2,8 +2,10 @@ package candidates
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // errorsBase is a valid routes file; the line numbers in the expected
@@ -385,5 +387,30 @@ func TestRedactURL(t *testing.T) {
 		if got := redactURL(tt.in, keys); got != tt.want {
 			t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestParseRoutesAliasBomb: merge keys that double at every step (a
+// "billion laughs") are refused after a bounded walk instead of hanging
+// the loader or a config reload.
+func TestParseRoutesAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("providers:\n  - &p0 {name: a}\n")
+	for i := 1; i <= 40; i++ {
+		fmt.Fprintf(&b, "  - &p%d {<<: [*p%d, *p%d]}\n", i, i-1, i-1)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := ParseRoutes([]byte(b.String()), env(nil))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var fe *FieldError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), "too many aliases") {
+			t.Fatalf("err = %v, want a FieldError about too many aliases", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("ParseRoutes did not return within 20s")
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -65,9 +66,10 @@ func childPath(parent, key string) string {
 
 var plainKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 
-// maxShapeVisits bounds the walk over aliases and merge keys; yaml's own
-// decoder has a similar guard, which this walk runs before.
-const maxShapeVisits = 1 << 20
+// maxShapeVisits bounds the walk over aliases and merge keys, which can
+// expand exponentially; yaml's own decoder has a similar guard, which this
+// walk runs before. A real routes file has a few thousand values.
+const maxShapeVisits = 1 << 17
 
 // shapeChecker walks the parsed document against the Go types it decodes
 // into and reports the first unknown field, repeated key or value of the
@@ -87,11 +89,11 @@ var (
 
 func (c *shapeChecker) check(n *yaml.Node, t reflect.Type, path string) error {
 	if c.visits++; c.visits > maxShapeVisits {
-		return shapeErr(path, n, "the file expands too many aliases")
+		return shapeErr(path, n, ": the file expands too many aliases")
 	}
 	for hops := 0; n.Kind == yaml.AliasNode; hops++ {
 		if n.Alias == nil || hops > 100 {
-			return shapeErr(path, n, "an alias does not resolve")
+			return shapeErr(path, n, ": an alias does not resolve")
 		}
 		n = n.Alias
 	}
@@ -231,7 +233,7 @@ func (c *shapeChecker) structMapping(n *yaml.Node, t reflect.Type, path string, 
 		}
 		for _, s := range sources {
 			if c.visits++; c.visits > maxShapeVisits {
-				return shapeErr(path, s, "the file expands too many aliases")
+				return shapeErr(path, s, ": the file expands too many aliases")
 			}
 			for hops := 0; s.Kind == yaml.AliasNode && s.Alias != nil && hops <= 100; hops++ {
 				s = s.Alias
@@ -250,8 +252,15 @@ func (c *shapeChecker) structMapping(n *yaml.Node, t reflect.Type, path string, 
 	return nil
 }
 
+// fieldCache holds yamlFields per struct type: the walk asks once per
+// mapping, and reflection per call made a large file slow to check.
+var fieldCache sync.Map // reflect.Type -> map[string]reflect.StructField
+
 // yamlFields maps the YAML names of t's fields to the fields.
 func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	if m, ok := fieldCache.Load(t); ok {
+		return m.(map[string]reflect.StructField)
+	}
 	out := map[string]reflect.StructField{}
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -264,6 +273,7 @@ func yamlFields(t reflect.Type) map[string]reflect.StructField {
 		}
 		out[name] = f
 	}
+	fieldCache.Store(t, out)
 	return out
 }
 
