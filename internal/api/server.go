@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/secret"
 	"github.com/llmgw/gateway/internal/upstream"
@@ -26,6 +27,11 @@ import (
 // AdmissionStats is the admission view served at /admin/admission.
 type AdmissionStats interface {
 	Stats() admission.Snapshot
+}
+
+// HealthStats is the target health view served at /admin/health.
+type HealthStats interface {
+	Snapshot() []health.TargetStatus
 }
 
 // ReportStore is the record store as the API reads it; nil when records are off.
@@ -40,6 +46,7 @@ type Options struct {
 	Runner             *candidates.Runner
 	Upstreams          map[string]*upstream.Client // by provider name
 	Admission          AdmissionStats
+	Health             HealthStats // nil: /admin/health answers an empty list
 	Reports            ReportStore // nil: records off
 	Clients            *ClientKeys // nil: the API is open
 	HoldMode           watchdog.HoldMode
@@ -110,6 +117,7 @@ func New(opts Options) *Server {
 		r.Group(func(r chi.Router) {
 			r.Use(s.requireAdmin)
 			r.Get("/admin/admission", s.adminAdmission)
+			r.Get("/admin/health", s.adminHealth)
 			r.Get("/admin/requests/{id}", s.adminRequest)
 			if opts.PProf {
 				r.HandleFunc("/debug/pprof/*", pprof.Index)
@@ -226,6 +234,14 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 
 func (s *Server) adminAdmission(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.opts.Admission.Stats())
+}
+
+func (s *Server) adminHealth(w http.ResponseWriter, _ *http.Request) {
+	targets := []health.TargetStatus{}
+	if s.opts.Health != nil {
+		targets = s.opts.Health.Snapshot()
+	}
+	writeJSON(w, http.StatusOK, targets) // one object per target
 }
 
 func (s *Server) adminRequest(w http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
 	"github.com/llmgw/gateway/internal/watchdog"
@@ -40,6 +41,7 @@ type Failure struct {
 	Failover   bool // the next candidate may be tried
 	Timeout    bool // a timeout: the request answers 504 if every candidate fails
 	Capacity   bool // admission or an upstream 429: 429 if every candidate fails this way
+	Auth       bool // a 401 or 403: the key was refused
 	RetryAfter time.Duration
 	Watchdog   string // "first_byte", "idle" or "total" when a deadline fired
 
@@ -101,6 +103,18 @@ func Classify(err error, committed bool, ended error) Failure {
 	}
 }
 
+// Verdict is what the failure tells the target's health. Retry-After cools
+// at once only where the health contract honours it: a 429 (the key) and a
+// 503 (the provider).
+func (f Failure) Verdict() health.Verdict {
+	v := health.Verdict{Counts: f.Health, ProviderScoped: f.Scope == ScopeProvider, Auth: f.Auth,
+		ErrorType: f.ErrorType, Status: f.Code}
+	if f.Health && (f.Code == http.StatusTooManyRequests || f.Code == http.StatusServiceUnavailable) {
+		v.RetryAfter = f.RetryAfter
+	}
+	return v
+}
+
 // AdmissionError is a candidate's failure to get its slots. The attempt
 // loop wraps what the scheduler returned in it, so Classify never mistakes a
 // full gate for a provider failure.
@@ -153,7 +167,7 @@ func statusFailure(se *upstream.StatusError) Failure {
 	case se.Code == http.StatusTooManyRequests:
 		f.Health, f.Capacity, f.RetryAfter = true, true, se.RetryAfter
 	case se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden:
-		f.Health = true
+		f.Health, f.Auth = true, true
 	case se.Code == http.StatusRequestTimeout || se.Code == http.StatusGatewayTimeout:
 		f.Health, f.Timeout = true, true
 	case se.Code >= 500:

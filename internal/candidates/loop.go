@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
 )
@@ -130,6 +131,9 @@ type walk struct {
 	admitStart time.Time              // when the attempt in flight asked for its slots
 	sent       time.Time              // when the first byte went to the client
 	tried      int
+	probe      bool        // the attempt in flight holds its target's health probe
+	cooled     []time.Time // per candidate, the cooldown end of a skip not recorded yet
+	unrecorded int         // skips in cooled not recorded yet
 }
 
 // Run walks the candidates in order until one settles the request.
@@ -179,6 +183,7 @@ func (w *walk) recordPanic() {
 		return
 	}
 	if w.current >= 0 {
+		w.healthDone(w.current, health.Verdict{})
 		switch w.rows[w.current].Status {
 		case report.CandidatePending, report.CandidateStreaming, report.CandidateAvailable:
 			w.settle(w.current, report.CandidateFailed, http.StatusInternalServerError, report.ErrorTypeInternal, "gateway panic")
@@ -201,11 +206,93 @@ func (w *walk) run(ctx context.Context, exec Executor) {
 			w.stopGone(ctx, i)
 			return
 		}
+		if w.cooling(i) {
+			continue
+		}
+		if w.attempt(ctx, i, exec) {
+			return
+		}
+	}
+	// Health never fails a request without an attempt: when every
+	// candidate was cooling, the one closest to healthy is tried anyway.
+	if i := w.coolest(); i >= 0 {
+		if ctx.Err() != nil {
+			w.stopGone(ctx, i)
+			return
+		}
+		w.probe = w.req.Candidates[i].Target.Health.Force()
 		if w.attempt(ctx, i, exec) {
 			return
 		}
 	}
 	w.exhausted()
+}
+
+// cooling reports whether candidate i's target is cooling down (or another
+// request holds its probe), so the walk skips it. The skip is recorded once
+// an attempt starts or the walk ends: until then the candidate may still be
+// the one tried when every candidate is cooling.
+func (w *walk) cooling(i int) bool {
+	h := w.req.Candidates[i].Target.Health
+	if h == nil {
+		return false
+	}
+	ok, probe, until := h.Check()
+	if ok {
+		w.probe = probe
+		return false
+	}
+	if w.cooled == nil {
+		w.cooled = make([]time.Time, len(w.rows))
+	}
+	w.rows[i].Status, w.rows[i].SkipReason = report.CandidateSkipped, report.SkipCoolingDown
+	w.cooled[i] = until
+	w.unrecorded++
+	return true
+}
+
+// coolest picks the candidate to try when every candidate was skipped for
+// cooling: the one whose cooldown ends first. It returns -1 when some
+// candidate was tried or none was cooling. Either way the other skips are
+// recorded.
+func (w *walk) coolest() int {
+	best := -1
+	if w.tried == 0 {
+		for j, until := range w.cooled {
+			if !until.IsZero() && (best < 0 || until.Before(w.cooled[best])) {
+				best = j
+			}
+		}
+	}
+	if best >= 0 {
+		w.rows[best].Status, w.rows[best].SkipReason = report.CandidateAvailable, ""
+		w.cooled[best] = time.Time{}
+		w.unrecorded--
+	}
+	w.recordSkips()
+	return best
+}
+
+// recordSkips records the cooling skips noted so far.
+func (w *walk) recordSkips() {
+	for j := 0; w.unrecorded > 0 && j < len(w.cooled); j++ {
+		if !w.cooled[j].IsZero() {
+			w.cooled[j] = time.Time{}
+			w.unrecorded--
+			w.r.Record.RecordCandidate(w.rows[j])
+			w.observeUntried(j)
+		}
+	}
+}
+
+// healthDone tells candidate i's target how its attempt went, giving back
+// the probe the attempt held, if any.
+func (w *walk) healthDone(i int, v health.Verdict) {
+	probe := w.probe
+	w.probe = false
+	if h := w.req.Candidates[i].Target.Health; h != nil {
+		h.Done(v, probe)
+	}
 }
 
 // stopGone settles a request whose context ended before candidate i. Not
@@ -234,6 +321,9 @@ func (w *walk) admit(ctx context.Context, i int) (lease *admission.Lease, done b
 	prov := c.Target.Provider
 	w.current = i
 	w.tried++
+	if w.unrecorded > 0 {
+		w.recordSkips()
+	}
 	start := w.r.Now()
 	w.dims[0] = admission.Dimension{Gate: admission.TargetGate, ID: c.Target.ID, Label: prov.Name, Limit: prov.MaxConcurrency}
 	lease, err := w.r.Admit.Acquire(ctx, admission.Request{Priority: w.req.Priority, Budget: prov.QueueBudget, Dimensions: w.dims[:]})
@@ -268,6 +358,12 @@ func (w *walk) begin(i int, lease *admission.Lease) *Attempt {
 	a := &Attempt{Candidate: &w.req.Candidates[i], Lease: lease, Stream: w.req.Stream}
 	a.Sent = func() {
 		w.sent = w.r.Now()
+		// The target answered: that is the success health counts, even if
+		// a long stream breaks later (failures after commit never count).
+		if h := a.Candidate.Target.Health; h != nil {
+			h.FirstByte(a.FirstByte)
+		}
+		w.healthDone(i, health.Verdict{Success: true})
 		if a.Stream {
 			row.Status = report.CandidateStreaming
 			row.FirstByte = a.FirstByte
@@ -296,6 +392,7 @@ func (w *walk) end(ctx context.Context, i int, a *Attempt, err error) (done bool
 
 func (w *walk) admissionFailed(ctx context.Context, i int, start time.Time, err error) (done bool) {
 	if ctx.Err() != nil {
+		w.healthDone(i, health.Verdict{})
 		return w.stop(i, w.clientGone(ctx))
 	}
 	row := &w.rows[i]
@@ -320,6 +417,7 @@ func (w *walk) apply(i int, f Failure, committed bool) (done bool) {
 		w.watchdogFired(i, f.Watchdog)
 	}
 	w.settle(i, f.Status, f.Code, f.ErrorType, f.Message)
+	w.healthDone(i, f.Verdict())
 	if !f.Failover {
 		return w.stop(i+1, Outcome{Status: f.RequestStatus, StatusCode: f.RequestCode, ErrorType: f.ErrorType,
 			Message: f.Reply, Committed: committed, Relay: f.Relay})
@@ -397,7 +495,7 @@ func (w *walk) skipProvider(i int) {
 	prov := w.req.Candidates[i].Target.Provider
 	for j := i + 1; j < len(w.req.Candidates); j++ {
 		if w.req.Candidates[j].Target.Provider == prov && w.rows[j].Status == report.CandidateAvailable {
-			w.rows[j].Status, w.rows[j].SkipReason = report.CandidateSkipped, "provider_failed"
+			w.rows[j].Status, w.rows[j].SkipReason = report.CandidateSkipped, report.SkipProviderFailed
 			w.r.Record.RecordCandidate(w.rows[j])
 			w.observeUntried(j)
 		}
@@ -421,6 +519,7 @@ func (w *walk) noteRetryAfter(d time.Duration) {
 // stop settles the request with out: candidates from index from on that were
 // never tried become unused. It returns true, for callers that report done.
 func (w *walk) stop(from int, out Outcome) bool {
+	w.recordSkips()
 	for j := from; j < len(w.rows); j++ {
 		if w.rows[j].Status == report.CandidateAvailable {
 			w.rows[j].Status = report.CandidateUnused
@@ -436,6 +535,7 @@ func (w *walk) stop(from int, out Outcome) bool {
 // 4): 429 when each failed by admission or an upstream 429, 504 when the last
 // failure was a timeout, else 502.
 func (w *walk) exhausted() {
+	w.recordSkips()
 	out := Outcome{Status: report.RequestFailed, Code: "candidates_exhausted"}
 	switch {
 	case w.failed > 0 && w.retryable:

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/secret"
 )
 
@@ -32,6 +33,7 @@ type Provider struct {
 	FirstByte      time.Duration
 	Idle           time.Duration
 	Total          time.Duration
+	Health         health.Settings
 	Targets        []*Target
 }
 
@@ -41,6 +43,7 @@ type Target struct {
 	Provider *Provider
 	KeyID    string // non-secret label: key index and short fingerprint
 	Key      secret.String
+	Health   *health.Target
 }
 
 // Candidate is one planned attempt: a target and the upstream model.
@@ -65,9 +68,10 @@ type entry struct {
 }
 
 type route struct {
-	name  string
-	tiers [][]*entry // ascending priority
-	size  int        // candidates per plan
+	name         string
+	tiers        [][]*entry // ascending priority
+	size         int        // candidates per plan
+	leastLatency bool       // order each tier by first-byte EWMA
 }
 
 // Planner turns a model name into ordered candidates. It is safe for
@@ -80,6 +84,8 @@ type Planner struct {
 
 	mu  sync.Mutex // guards rnd when seeded
 	rnd *rand.Rand // nil: the lock-free global source
+
+	health *health.Tracker
 }
 
 // PlannerOptions tune a Planner.
@@ -90,11 +96,18 @@ type PlannerOptions struct {
 	DefaultQueueBudget time.Duration
 	// Seed makes the weighted draw deterministic (tests).
 	Seed *uint64
+	// Health tracks every target's health; nil gives the planner a
+	// tracker of its own on the process clock.
+	Health *health.Tracker
 }
 
 // NewPlanner resolves validated routes into a Planner.
 func NewPlanner(r *Routes, opts PlannerOptions) (*Planner, error) {
 	p := &Planner{byName: map[string]*Provider{}, routes: map[string]*route{}}
+	if opts.Health == nil {
+		opts.Health = health.NewTracker(health.SystemClock{}, nil)
+	}
+	p.health = opts.Health
 	if opts.Seed != nil {
 		p.rnd = rand.New(rand.NewPCG(*opts.Seed, *opts.Seed^0x9e3779b97f4a7c15))
 	}
@@ -109,7 +122,7 @@ func NewPlanner(r *Routes, opts PlannerOptions) (*Planner, error) {
 	}
 	for i := range r.Models {
 		mc := &r.Models[i]
-		rt := &route{name: mc.Name}
+		rt := &route{name: mc.Name, leastLatency: mc.Strategy == StrategyLeastLatency}
 		byPrio := map[int][]*entry{}
 		var prios []int
 		for _, ec := range mc.Candidates {
@@ -165,17 +178,20 @@ func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error)
 		FirstByte:      orDefault(time.Duration(pc.Timeouts.FirstByte), opts.DefaultFirstByte),
 		Idle:           time.Duration(pc.Timeouts.Idle),
 		Total:          orDefault(time.Duration(pc.Timeouts.Total), DefaultTotalTimeout),
+		Health: health.Settings{
+			Failures:     pc.Health.Failures,
+			Cooldown:     time.Duration(pc.Health.Cooldown),
+			MaxCooldown:  time.Duration(pc.Health.MaxCooldown),
+			AuthCooldown: time.Duration(pc.Health.AuthCooldown),
+		},
 	}
 	for i, k := range pc.APIKeys {
 		fp := sha256.Sum256([]byte(k.Reveal()))
 		keyID := fmt.Sprintf("key%d-%s", i, hex.EncodeToString(fp[:4]))
 		id := sha256.Sum256([]byte(prov.Name + "\x00" + origin + "\x00" + hex.EncodeToString(fp[:])))
-		prov.Targets = append(prov.Targets, &Target{
-			ID:       hex.EncodeToString(id[:8]),
-			Provider: prov,
-			KeyID:    keyID,
-			Key:      k,
-		})
+		t := &Target{ID: hex.EncodeToString(id[:8]), Provider: prov, KeyID: keyID, Key: k}
+		t.Health = opts.Health.Add(prov.Name, t.ID, keyID, prov.Health)
+		prov.Targets = append(prov.Targets, t)
 	}
 	return prov, nil
 }
@@ -211,6 +227,7 @@ func (p *Planner) Plan(model string) ([]Candidate, error) {
 	for _, tier := range rt.tiers {
 		drawn := append(order[:0], tier...)
 		p.shuffleWeighted(drawn)
+		first := len(out)
 		for _, e := range drawn {
 			n := len(e.provider.Targets)
 			start := int((e.rotation.Add(1) - 1) % uint64(n))
@@ -225,8 +242,39 @@ func (p *Planner) Plan(model string) ([]Candidate, error) {
 				})
 			}
 		}
+		if rt.leastLatency {
+			byLatency(out[first:])
+			for i := first; i < len(out); i++ {
+				out[i].Index = i
+			}
+		}
 	}
 	return out, nil
+}
+
+// byLatency orders one tier's candidates by their target's first-byte
+// EWMA: targets without samples first (so every target gets measured),
+// then the fastest. The sort is stable over the weighted draw, so weight
+// breaks ties. Tiers are a handful of candidates: insertion sort, no
+// allocation.
+func byLatency(cs []Candidate) {
+	type key struct {
+		d  time.Duration
+		ok bool
+	}
+	var buf [16]key
+	keys := buf[:0]
+	for i := range cs {
+		d, ok := cs[i].Target.Health.EWMA()
+		keys = append(keys, key{d, ok})
+	}
+	less := func(a, b key) bool { return !a.ok && b.ok || a.ok && b.ok && a.d < b.d }
+	for i := 1; i < len(cs); i++ {
+		for j := i; j > 0 && less(keys[j], keys[j-1]); j-- {
+			keys[j], keys[j-1] = keys[j-1], keys[j]
+			cs[j], cs[j-1] = cs[j-1], cs[j]
+		}
+	}
 }
 
 // shuffleWeighted orders es by a weighted random draw without replacement:

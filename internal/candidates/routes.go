@@ -38,6 +38,26 @@ type ProviderConfig struct {
 	Timeouts       Timeouts          `yaml:"timeouts"`
 	Headers        map[string]string `yaml:"headers"`
 	Query          map[string]string `yaml:"query"`
+	Health         HealthConfig      `yaml:"health"`
+}
+
+// HealthConfig tunes how the provider's targets cool down after failures.
+// Zero values take the defaults of DefaultHealth.
+type HealthConfig struct {
+	// Failures is how many consecutive counted failures cool a target.
+	Failures int `yaml:"failures"`
+	// Cooldown is the first cooldown; each failed probe doubles it.
+	Cooldown Duration `yaml:"cooldown"`
+	// MaxCooldown caps the doubling and any Retry-After.
+	MaxCooldown Duration `yaml:"max_cooldown"`
+	// AuthCooldown is how long a 401/403 takes a key out of rotation.
+	AuthCooldown Duration `yaml:"auth_cooldown"`
+}
+
+// DefaultHealth is the health block of a provider that sets none.
+var DefaultHealth = HealthConfig{
+	Failures: 3, Cooldown: Duration(10 * time.Second),
+	MaxCooldown: Duration(5 * time.Minute), AuthCooldown: Duration(5 * time.Minute),
 }
 
 // Timeouts bound one attempt against a provider. Zero values take the
@@ -58,9 +78,19 @@ const (
 
 // ModelConfig is a model name clients send, and where it may be served.
 type ModelConfig struct {
-	Name       string        `yaml:"name"`
+	Name string `yaml:"name"`
+	// Strategy orders the candidates inside a priority tier: weighted (the
+	// default: a weighted random draw) or least_latency (by each target's
+	// first-byte EWMA, targets without samples first, weight breaking ties).
+	Strategy   string        `yaml:"strategy"`
 	Candidates []EntryConfig `yaml:"candidates"`
 }
+
+// Model route strategies.
+const (
+	StrategyWeighted     = "weighted"
+	StrategyLeastLatency = "least_latency"
+)
 
 // EntryConfig is one provider+model entry of a route.
 type EntryConfig struct {
@@ -269,6 +299,13 @@ func (v *validator) validate(r *Routes) error {
 			return v.fail(path+".name", ": %s is already used by models[%d]", quoteShort(m.Name), first)
 		}
 		models[m.Name] = i
+		switch m.Strategy {
+		case "":
+			m.Strategy = StrategyWeighted
+		case StrategyWeighted, StrategyLeastLatency:
+		default:
+			return v.fail(path+".strategy", ": %s is unknown (known: weighted, least_latency)", quoteShort(m.Strategy))
+		}
 		if len(m.Candidates) == 0 {
 			return v.fail(path+".candidates", " must list at least one entry")
 		}
@@ -376,6 +413,39 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		if strings.ContainsAny(k+p.Query[k], "\r\n\x00") {
 			return v.fail(qp, " contains CR, LF or NUL")
 		}
+	}
+	return v.health(&p.Health, path+".health")
+}
+
+// health validates a provider's health block and fills in its defaults. A
+// value written as zero is refused rather than defaulted: "cooldown: 0s"
+// reads as "never cool down", which the gateway does not offer.
+func (v *validator) health(h *HealthConfig, path string) error {
+	if _, written := v.lines[path+".failures"]; written && h.Failures < 1 {
+		return v.fail(path+".failures", " must be at least 1, got %d", h.Failures)
+	}
+	for _, d := range []struct {
+		name string
+		val  *Duration
+		def  Duration
+	}{
+		{"cooldown", &h.Cooldown, DefaultHealth.Cooldown},
+		{"max_cooldown", &h.MaxCooldown, DefaultHealth.MaxCooldown},
+		{"auth_cooldown", &h.AuthCooldown, DefaultHealth.AuthCooldown},
+	} {
+		if _, written := v.lines[path+"."+d.name]; written && *d.val <= 0 {
+			return v.fail(path+"."+d.name, " must be a positive duration, got %s", time.Duration(*d.val))
+		}
+		if *d.val == 0 {
+			*d.val = d.def
+		}
+	}
+	if h.Failures == 0 {
+		h.Failures = DefaultHealth.Failures
+	}
+	if h.MaxCooldown < h.Cooldown {
+		return v.fail(path+".max_cooldown", " (%s) must not be shorter than cooldown (%s)",
+			time.Duration(h.MaxCooldown), time.Duration(h.Cooldown))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/report"
 )
 
@@ -66,6 +67,7 @@ type Metrics struct {
 	admTimeouts     *prometheus.CounterVec
 	watchdog        *prometheus.CounterVec
 	panics          prometheus.Counter
+	healthMoves     *prometheus.CounterVec
 
 	stage [numStages]prometheus.Observer // cached per stage
 	// prov holds each provider's children, resolved once in New and keyed by
@@ -85,6 +87,7 @@ type Sources struct {
 	Planner   *candidates.Planner
 	Admission *admission.Scheduler
 	Reports   ReportStats
+	Health    *health.Tracker // nil: no health gauges
 	HoldMode  string
 }
 
@@ -123,12 +126,16 @@ func New(src Sources) *Metrics {
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gateway_panics_total", Help: "Panics recovered while serving requests.",
 		}),
+		healthMoves: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_health_transitions_total",
+			Help: "Target health state changes, by provider and the state moved to (healthy, cooling, probing).",
+		}, []string{"provider", "to"}),
 		prov: map[*candidates.Provider]*providerObs{},
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.attempts, m.firstByte, m.stages, m.admissionWait,
-		m.admTimeouts, m.watchdog, m.panics,
+		m.admTimeouts, m.watchdog, m.panics, m.healthMoves,
 	)
 	for i, s := range stageNames {
 		m.stage[i] = m.stages.WithLabelValues(s)
@@ -147,10 +154,16 @@ func New(src Sources) *Metrics {
 			for _, kind := range []string{"first_byte", "idle", "total"} {
 				m.watchdog.WithLabelValues(p.Name, kind)
 			}
+			for _, s := range health.States {
+				m.healthMoves.WithLabelValues(p.Name, s.String())
+			}
 		}
 	}
 	if src.Admission != nil {
 		m.Registry.MustRegister(&admissionCollector{s: src.Admission})
+	}
+	if src.Health != nil {
+		m.Registry.MustRegister(healthCollector{t: src.Health})
 	}
 	if src.Reports != nil {
 		m.Registry.MustRegister(&reportCollector{r: src.Reports})

@@ -79,6 +79,12 @@ const (
 	CandidateSkipped   = "skipped"   // not tried by policy; see SkipReason
 )
 
+// Skip reasons (skip_reason of a skipped candidate).
+const (
+	SkipProviderFailed = "provider_failed" // an earlier key of the same provider failed provider-wide
+	SkipCoolingDown    = "cooling_down"    // the target is cooling down after failures (provider health)
+)
+
 // Error types (error_type on both tables), see DESIGN section 7.
 const (
 	ErrorTypeAdmissionTimeout   = "gateway_admission_timeout"

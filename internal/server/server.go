@@ -18,6 +18,7 @@ import (
 	"github.com/llmgw/gateway/internal/api"
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
+	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/metrics"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
@@ -32,6 +33,7 @@ type Gateway struct {
 	API       *api.Server
 	Upstreams map[string]*upstream.Client
 	Metrics   *metrics.Metrics
+	Health    *health.Tracker
 	Log       *slog.Logger
 
 	// SkipDelay, once closed, ends GATEWAY_SHUTDOWN_DELAY early so the drain
@@ -50,13 +52,15 @@ func (nopRecorder) RecordCandidate(report.Candidate) {}
 // New builds a gateway. It starts the report writer's goroutines (which
 // tolerate a Postgres that is down); Run serves and Close releases the rest.
 func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log *slog.Logger) (*Gateway, error) {
+	g := &Gateway{Config: cfg, Log: log, Upstreams: map[string]*upstream.Client{}}
+	g.Health = health.NewTracker(health.SystemClock{}, g.healthChanged)
 	planner, err := candidates.NewPlanner(routes, candidates.PlannerOptions{
-		DefaultFirstByte: cfg.FirstByteTimeout, DefaultQueueBudget: cfg.QueueBudget,
+		DefaultFirstByte: cfg.FirstByteTimeout, DefaultQueueBudget: cfg.QueueBudget, Health: g.Health,
 	})
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{Config: cfg, Planner: planner, Log: log, Upstreams: map[string]*upstream.Client{}}
+	g.Planner = planner
 	for _, p := range planner.Providers() {
 		g.Upstreams[p.Name] = upstream.NewClient(upstream.ClientOptions{
 			Provider: p.Name, ConnectTimeout: p.ConnectTimeout, MaxIdlePerHost: p.MaxConcurrency * len(p.Targets),
@@ -84,7 +88,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 	if len(routes.Clients) == 0 {
 		log.Warn("no clients in the routes file: the API is open to anyone who can reach it")
 	}
-	src := metrics.Sources{Planner: planner, Admission: g.Scheduler, HoldMode: cfg.HoldMode.String()}
+	src := metrics.Sources{Planner: planner, Admission: g.Scheduler, Health: g.Health, HoldMode: cfg.HoldMode.String()}
 	if g.Reports != nil {
 		src.Reports = g.Reports
 	}
@@ -92,7 +96,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics, Now: time.Now}
 	g.API = api.New(api.Options{
 		Planner: planner, Runner: runner, Upstreams: g.Upstreams, Admission: g.Scheduler, Reports: store,
-		Clients: api.NewClientKeys(routes.Clients), HoldMode: cfg.HoldMode,
+		Clients: api.NewClientKeys(routes.Clients), HoldMode: cfg.HoldMode, Health: g.Health,
 		MaxRequestBytes: int64(cfg.MaxRequestBytes), StreamWriteTimeout: cfg.StreamWriteTimeout,
 		ReadBodyTimeout: cfg.ReadBodyTimeout,
 		AdminToken:      cfg.AdminToken, PProf: bool(cfg.PProf), Logger: log,
@@ -100,6 +104,23 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		OnRejected: g.Metrics.Rejected, AccessLog: bool(cfg.AccessLog),
 	})
 	return g, nil
+}
+
+// healthChanged logs a target's health transition once, at info, and
+// counts it. The key never appears: only its non-secret label.
+func (g *Gateway) healthChanged(tr health.Transition) {
+	attrs := []any{"provider", tr.Provider, "key_id", tr.KeyID, "target", tr.TargetID,
+		"state", tr.To.String(), "from", tr.From.String(), "reason", tr.Reason}
+	if !tr.Until.IsZero() {
+		attrs = append(attrs, "until", tr.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if tr.ErrorType != "" {
+		attrs = append(attrs, "error_type", tr.ErrorType, "status", tr.Status)
+	}
+	g.Log.Info("target health changed", attrs...)
+	if g.Metrics != nil {
+		g.Metrics.HealthTransition(tr)
+	}
 }
 
 // MetricsHandler serves /metrics (also on the optional separate listener).

@@ -1,0 +1,225 @@
+package candidates
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/health"
+	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/upstream"
+)
+
+// TestHealthBlockValidation: a malformed health block or strategy is refused
+// with the field's path, and a provider without one gets the defaults.
+func TestHealthBlockValidation(t *testing.T) {
+	const head = "providers:\n  - name: a\n    base_url: http://a.example/v1\n    api_keys: [ka]\n    max_concurrency: 1\n"
+	const model = "models:\n  - name: m\n    candidates: [ { provider: a } ]\n"
+	tests := []struct{ extra, model, want string }{
+		{"    health: { failures: 0 }\n", model, "providers[0].health.failures must be at least 1, got 0"},
+		{"    health: { failures: -2 }\n", model, "providers[0].health.failures must be at least 1, got -2"},
+		{"    health: { cooldown: 0s }\n", model, "providers[0].health.cooldown must be a positive duration, got 0s"},
+		{"    health: { auth_cooldown: -1s }\n", model, "providers[0].health.auth_cooldown"},
+		{"    health: { max_cooldown: 0s }\n", model, "providers[0].health.max_cooldown must be a positive duration"},
+		{"    health: { cooldown: 1m, max_cooldown: 30s }\n", model, "providers[0].health.max_cooldown (30s) must not be shorter than cooldown (1m0s)"},
+		{"    health: { failure: 3 }\n", model, `unknown field "failure"`},
+		{"", "models:\n  - name: m\n    strategy: fastest\n    candidates: [ { provider: a } ]\n", `models[0].strategy: "fastest" is unknown (known: weighted, least_latency)`},
+	}
+	for _, tt := range tests {
+		_, err := ParseRoutes([]byte(head+tt.extra+tt.model), env(map[string]string{}))
+		if err == nil || !strings.Contains(err.Error(), tt.want) || !errors.Is(err, ErrInvalidRoutes) {
+			t.Errorf("health %q: error %v, want one containing %q", tt.extra, err, tt.want)
+		}
+	}
+	r, err := ParseRoutes([]byte(head+"    health: { failures: 5, cooldown: 2s }\n"+model), env(map[string]string{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.Providers[0].Health
+	want := HealthConfig{Failures: 5, Cooldown: Duration(2 * time.Second), MaxCooldown: DefaultHealth.MaxCooldown, AuthCooldown: DefaultHealth.AuthCooldown}
+	if got != want || r.Models[0].Strategy != StrategyWeighted {
+		t.Fatalf("effective health %+v strategy %q, want %+v weighted", got, r.Models[0].Strategy, want)
+	}
+}
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// scripted fails attempts on the providers it names with the given error and
+// lets the others succeed; it counts attempts per provider.
+type scripted struct {
+	fail  map[string]error
+	tries map[string]int
+}
+
+func (s *scripted) Execute(_ context.Context, a *Attempt) error {
+	name := a.Candidate.Provider().Name
+	s.tries[name]++
+	if err := s.fail[name]; err != nil {
+		return err
+	}
+	a.Committed, a.Status, a.FirstByte = true, 200, time.Millisecond
+	a.Sent()
+	return nil
+}
+
+const healthRoutes = `
+providers:
+  - { name: a, base_url: "http://a.example/v1", api_keys: [ka], max_concurrency: 4, health: { failures: 2, cooldown: 10s } }
+  - { name: b, base_url: "http://b.example/v1", api_keys: [kb], max_concurrency: 4, health: { failures: 2, cooldown: 20s } }
+models:
+  - name: m
+    candidates: [ { provider: a, priority: 0 }, { provider: b, priority: 1 } ]
+`
+
+// healthRig is a planner and runner sharing one health tracker on a fake clock.
+type healthRig struct {
+	clock *fakeClock
+	plan  *Planner
+	run   *Runner
+	sched *admission.Scheduler
+}
+
+func newHealthRig(t *testing.T, src string) *healthRig {
+	t.Helper()
+	r, err := ParseRoutes([]byte(src), env(map[string]string{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	seed := uint64(1)
+	p, err := NewPlanner(r, PlannerOptions{Seed: &seed, Health: health.NewTracker(clock, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := admission.New(admission.Config{GlobalLimit: 8})
+	t.Cleanup(func() { _ = sched.Close(context.Background()) })
+	return &healthRig{clock: clock, plan: p, sched: sched,
+		run: &Runner{Admit: sched, Record: &ledger{cands: map[int]report.Candidate{}}, Now: clock.Now}}
+}
+
+// do runs one request and returns its candidate rows as status(/skip reason).
+func (h *healthRig) do(t *testing.T, exec Executor) []string {
+	t.Helper()
+	plan, err := h.plan.Plan("m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &ledger{cands: map[int]report.Candidate{}}
+	h.run.Record = l
+	h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Priority: admission.Interactive,
+		Received: h.clock.Now(), Candidates: plan}, exec)
+	var rows []string
+	for i := range plan {
+		c := l.cands[i]
+		s := c.Provider + ":" + c.Status
+		if c.SkipReason != "" {
+			s += "/" + c.SkipReason
+		}
+		rows = append(rows, s)
+	}
+	return rows
+}
+
+func wantRowsEq(t *testing.T, step string, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("%s: rows %v, want %v", step, got, want)
+	}
+}
+
+// TestLoopSkipsCoolingTargets: after `failures` provider failures the target
+// is skipped (cooling_down) without an attempt; when every candidate cools,
+// the one whose cooldown ends first is still tried; after the cooldown one
+// probe heals it.
+func TestLoopSkipsCoolingTargets(t *testing.T) {
+	h := newHealthRig(t, healthRoutes)
+	down := &upstream.ConnectError{Provider: "a", Err: errors.New("refused")}
+	ex := &scripted{fail: map[string]error{"a": down}, tries: map[string]int{}}
+	for range 2 {
+		wantRowsEq(t, "a failing", h.do(t, ex), "a:failed", "b:success")
+	}
+	wantRowsEq(t, "a cooling", h.do(t, ex), "a:skipped/cooling_down", "b:success")
+	if ex.tries["a"] != 2 {
+		t.Fatalf("a tried %d times, want 2", ex.tries["a"])
+	}
+
+	// b fails too and cools (20s); a cools until 10s: a is tried anyway.
+	ex.fail["b"] = down
+	wantRowsEq(t, "b failing", h.do(t, ex), "a:skipped/cooling_down", "b:failed")
+	wantRowsEq(t, "b failing", h.do(t, ex), "a:skipped/cooling_down", "b:failed")
+	wantRowsEq(t, "all cooling", h.do(t, ex), "a:failed", "b:skipped/cooling_down")
+	if ex.tries["a"] != 3 {
+		t.Fatalf("a tried %d times, want 3 (the forced attempt)", ex.tries["a"])
+	}
+
+	// a recovers; after its (doubled, 20s) cooldown one probe heals it.
+	delete(ex.fail, "a")
+	h.clock.advance(21 * time.Second)
+	wantRowsEq(t, "probe", h.do(t, ex), "a:success", "b:unused")
+	wantRowsEq(t, "healed", h.do(t, ex), "a:success", "b:unused")
+}
+
+// TestProbeGivenBackWithoutVerdict: a probe whose attempt ends with a relayed
+// client fault does not count, and the next request may probe.
+func TestProbeGivenBackWithoutVerdict(t *testing.T) {
+	h := newHealthRig(t, healthRoutes)
+	ex := &scripted{fail: map[string]error{"a": &upstream.StatusError{Code: 500}}, tries: map[string]int{}}
+	h.do(t, ex)
+	h.do(t, ex)
+	h.clock.advance(11 * time.Second)
+	ex.fail["a"] = &upstream.StatusError{Code: 400}
+	wantRowsEq(t, "probe relays a 400", h.do(t, ex), "a:failed", "b:unused")
+	delete(ex.fail, "a")
+	wantRowsEq(t, "next request probes", h.do(t, ex), "a:success", "b:unused")
+}
+
+// TestLeastLatencyOrder: inside a tier, unmeasured targets first, then the
+// lowest first-byte EWMA.
+func TestLeastLatencyOrder(t *testing.T) {
+	h := newHealthRig(t, `
+providers:
+  - { name: slow, base_url: "http://s.example/v1", api_keys: [ks], max_concurrency: 4 }
+  - { name: fast, base_url: "http://f.example/v1", api_keys: [kf], max_concurrency: 4 }
+  - { name: new, base_url: "http://n.example/v1", api_keys: [kn], max_concurrency: 4 }
+  - { name: backup, base_url: "http://b.example/v1", api_keys: [kb], max_concurrency: 4 }
+models:
+  - name: m
+    strategy: least_latency
+    candidates: [ { provider: slow }, { provider: fast }, { provider: new }, { provider: backup, priority: 1 } ]
+`)
+	byName := map[string]*Provider{}
+	for _, p := range h.plan.Providers() {
+		byName[p.Name] = p
+	}
+	byName["slow"].Targets[0].Health.FirstByte(50 * time.Millisecond)
+	byName["fast"].Targets[0].Health.FirstByte(5 * time.Millisecond)
+	for range 20 {
+		plan, _ := h.plan.Plan("m")
+		var got []string
+		for i, c := range plan {
+			if c.Index != i {
+				t.Fatalf("index %d at position %d", c.Index, i)
+			}
+			got = append(got, c.Provider().Name)
+		}
+		if strings.Join(got, " ") != "new fast slow backup" {
+			t.Fatalf("order %v, want new fast slow backup", got)
+		}
+	}
+}
