@@ -34,6 +34,9 @@ type Target struct {
 	// ewma is the first-byte EWMA in nanoseconds plus one; zero means no
 	// sample yet.
 	ewma atomic.Int64
+	// removed detaches a target a reload dropped: its late verdicts may be
+	// about an origin or key the provider no longer has.
+	removed atomic.Bool
 
 	mu         sync.Mutex
 	keyID      string
@@ -141,7 +144,7 @@ func (t *Target) Done(v Verdict, probe bool) {
 	if changed2 {
 		t.tracker.emit(tr2)
 	}
-	if !v.Success && v.Counts && v.ProviderScoped {
+	if !v.Success && v.Counts && v.ProviderScoped && !t.removed.Load() {
 		for _, o := range *t.group.targets.Load() {
 			if o != t {
 				o.failSibling(now, v)

@@ -78,9 +78,11 @@ func (t *Tracker) Add(provider, targetID, keyID string, s Settings) *Target {
 	return tg
 }
 
-// Remove forgets a target (a reload dropped it). Attempts still holding it
-// may report to it; their verdicts no longer reach the provider's other
-// targets, and it leaves Snapshot and Counts.
+// Remove forgets a target (a reload dropped it): it leaves Snapshot and
+// Counts, and attempts still in flight on it may report to it, but their
+// verdicts no longer reach the provider's other targets (the removed target
+// may have been an origin or key the provider no longer has). Adding the ID
+// again later starts a fresh, healthy Target.
 func (t *Tracker) Remove(targetID string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -90,6 +92,7 @@ func (t *Tracker) Remove(targetID string) {
 }
 
 func (t *Tracker) removeLocked(tg *Target) {
+	tg.removed.Store(true)
 	delete(t.byID, tg.id)
 	not := func(x *Target) bool { return x == tg }
 	rest := slices.DeleteFunc(slices.Clone(*tg.group.targets.Load()), not)
