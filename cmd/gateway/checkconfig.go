@@ -43,8 +43,10 @@ func checkConfigCommand(cfg config.Config, args []string, stdout, stderr io.Writ
 	return 0
 }
 
-// checkConfig loads the routes file and prints, per model, the candidates a
-// request would be planned into (one draw; weights make later draws differ).
+// checkConfig loads the routes file and prints each provider's settings,
+// health included, after defaults (what the gateway will actually use), and
+// per model its strategy and the candidates a request would be planned into
+// (one draw; weights and latency make later plans differ).
 func checkConfig(cfg config.Config, out io.Writer) error {
 	routes, err := candidates.LoadRoutes(cfg.RoutesFile)
 	if err != nil {
@@ -59,10 +61,17 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 	for _, p := range planner.Providers() {
 		fmt.Fprintf(out, "provider %s: %s keys=%d max_concurrency=%d queue_budget=%s first_byte=%s total=%s\n",
 			p.Name, p.Origin, len(p.Targets), p.MaxConcurrency, p.QueueBudget, p.FirstByte, p.Total)
+		h := p.Health
+		fmt.Fprintf(out, "  health: failures=%d cooldown=%s max_cooldown=%s auth_cooldown=%s\n",
+			h.Failures, h.Cooldown, h.MaxCooldown, h.AuthCooldown)
+	}
+	strategy := map[string]string{}
+	for _, m := range routes.Models {
+		strategy[m.Name] = m.Strategy // validation filled in the default
 	}
 	for _, m := range planner.Models() {
 		plan, _ := planner.Plan(m)
-		fmt.Fprintf(out, "model %s:\n", m)
+		fmt.Fprintf(out, "model %s: strategy %s\n", m, strategy[m])
 		for _, c := range plan {
 			fmt.Fprintf(out, "  %d. %s (provider %s, target %s, upstream model %s)\n",
 				c.Index, c.ID, c.Provider().Name, c.Target.ID, c.Model)

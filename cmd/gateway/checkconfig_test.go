@@ -55,6 +55,61 @@ func TestCheckConfigFileArgument(t *testing.T) {
 	}
 }
 
+// TestCheckConfigEffectiveSettings: check-config prints what the gateway
+// will use, not what the file says: a partial health block is completed
+// with the defaults, a provider without one shows the defaults, and a model
+// without a strategy shows the weighted default.
+func TestCheckConfigEffectiveSettings(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "health.yaml")
+	src := `providers:
+  - name: primary
+    base_url: http://127.0.0.1:9/v1
+    api_keys: ["sk-literal-SENTINEL"]
+    max_concurrency: 2
+    queue_budget: 100ms
+    timeouts: { first_byte: 300ms, total: 20s }
+    health: { failures: 2, cooldown: 5s, max_cooldown: 1m }
+  - name: backup
+    base_url: http://127.0.0.1:10/v1
+    api_keys: ["sk-literal-SENTINEL-2"]
+    max_concurrency: 1
+    queue_budget: 100ms
+    timeouts: { first_byte: 1s }
+    health: { auth_cooldown: 30s }
+models:
+  - name: fast
+    strategy: least_latency
+    candidates:
+      - { provider: primary, priority: 0 }
+      - { provider: backup, priority: 1 }
+  - name: plain
+    candidates: [{ provider: backup }]
+`
+	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GATEWAY_UPSTREAM_EXECUTION_GATE_STREAM_HOLD_MODE", "first_body")
+	want := "routes file " + p + ": 2 providers, 2 models, 0 clients\n" +
+		"provider primary: http://127.0.0.1:9 keys=1 max_concurrency=2 queue_budget=100ms first_byte=300ms total=20s\n" +
+		"  health: failures=2 cooldown=5s max_cooldown=1m0s auth_cooldown=5m0s\n" +
+		"provider backup: http://127.0.0.1:10 keys=1 max_concurrency=1 queue_budget=100ms first_byte=1s total=10m0s\n" +
+		"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=30s\n" +
+		"model fast: strategy least_latency\n" +
+		"  0. primary/key0-f761d17d/fast (provider primary, target 918943305b46220b, upstream model fast)\n" +
+		"  1. backup/key0-a2de1413/fast (provider backup, target 69ff0b88a356b2ee, upstream model fast)\n" +
+		"model plain: strategy weighted\n" +
+		"  0. backup/key0-a2de1413/plain (provider backup, target 69ff0b88a356b2ee, upstream model plain)\n" +
+		"clients: none, so the API accepts requests without a key\n" +
+		"hold mode: first_body\n"
+	var out, errb bytes.Buffer
+	if code := run([]string{"check-config", p}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	if out.String() != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
 // TestCheckConfigFailures: a bad file or a usage mistake exits non-zero
 // with a message that says what to fix.
 func TestCheckConfigFailures(t *testing.T) {
@@ -142,7 +197,8 @@ func TestCheckConfigDemoFile(t *testing.T) {
 		"routes file " + demo + ": 2 providers, 1 model, 0 clients\n",
 		"provider primary: http://127.0.0.1:9001 keys=1",
 		"provider backup: http://127.0.0.1:9002 keys=1",
-		"model gpt-4o-mini:\n  0. primary/key0-",
+		"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n",
+		"model gpt-4o-mini: strategy weighted\n  0. primary/key0-",
 		"  1. backup/key0-",
 	} {
 		if !strings.Contains(out.String(), want) {
