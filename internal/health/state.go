@@ -116,8 +116,9 @@ type Verdict struct {
 	// it only where DESIGN 10.1 honours it (429 for the key, 503 for the
 	// provider).
 	RetryAfter time.Duration
-	// Auth: a 401/403; cools this key at once for AuthCooldown. Auth wins
-	// over RetryAfter and is always key-scoped in effect on this target.
+	// Auth: a 401/403; cools the failure's scope (the key: the classifier
+	// marks these key-scoped) at once for AuthCooldown. It takes precedence
+	// over RetryAfter.
 	Auth bool
 	// ErrorType becomes the targets' last_error_type; Status is carried
 	// into the Transition it causes, for logs.
