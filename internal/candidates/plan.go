@@ -185,6 +185,10 @@ func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error)
 			AuthCooldown: time.Duration(pc.Health.AuthCooldown),
 		},
 	}
+	// A probe is resolved at the attempt's first byte sent or its failure;
+	// only a bug loses one. Its lease outlasts the longest legitimate
+	// attempt (a non-streaming answer may take the whole total timeout).
+	prov.Health.ProbeLease = prov.QueueBudget + prov.ConnectTimeout + max(prov.FirstByte, prov.Total) + 5*time.Second
 	for i, k := range pc.APIKeys {
 		fp := sha256.Sum256([]byte(k.Reveal()))
 		keyID := fmt.Sprintf("key%d-%s", i, hex.EncodeToString(fp[:4]))
