@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
 # make fuzz: run every fuzz target for a bounded time each (default 2m).
 # A crash leaves its input under the package's testdata/fuzz, which then
-# becomes part of the seed corpus that `make test` runs.
+# becomes part of the seed corpus that `make test` runs. FUZZ_PARALLEL sets
+# the number of fuzzing workers (go test's -parallel; default: GOMAXPROCS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 time="${1:-2m}"
+parallel=()
+if [[ -n "${FUZZ_PARALLEL:-}" ]]; then
+  parallel=(-parallel "$FUZZ_PARALLEL")
+fi
 targets=(
   "./internal/upstream FuzzParseChatRequest"
   "./internal/upstream FuzzEventReader"
+  "./internal/upstream FuzzTailUsage"
+  "./internal/upstream FuzzBodyUsage"
+  "./internal/upstream FuzzEventUsage"
+  "./internal/upstream FuzzSkipValue"
+  "./internal/upstream FuzzParseRetryAfter"
+  "./internal/upstream FuzzErrorAnswer"
   "./internal/candidates FuzzParseRoutes"
   "./internal/watchdog FuzzParseHoldMode"
   "./internal/config FuzzByteSize"
@@ -17,5 +28,5 @@ targets=(
 for t in "${targets[@]}"; do
   set -- $t
   echo "== $2 ($1) for $time"
-  go test -run '^$' -fuzz "^$2\$" -fuzztime "$time" "$1"
+  go test -run '^$' -fuzz "^$2\$" -fuzztime "$time" ${parallel[@]+"${parallel[@]}"} "$1"
 done

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -54,16 +55,29 @@ func (e *ProtocolError) Unwrap() error { return e.Err }
 // ErrTotalTimeout is the cancellation cause when timeouts.total fires.
 var ErrTotalTimeout = errors.New("upstream total timeout")
 
-// parseRetryAfter reads delay-seconds or an HTTP date.
+// maxRetryAfter bounds a provider's Retry-After. No wait beyond a day is a
+// plan worth following, and the bound keeps an absurd value from overflowing
+// Duration: 9223372037 seconds became a negative wait, and a date in year
+// 9999 a wait so long that rounding it up to whole seconds for the client
+// wrapped around.
+const maxRetryAfter = 24 * time.Hour
+
+// parseRetryAfter reads delay-seconds or an HTTP date, as a wait in
+// [0, maxRetryAfter]; anything else is no wait.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+	if strings.Trim(v, "0123456789") == "" {
+		// Only digits: delay-seconds. ParseInt fails only past int64.
+		s, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || s >= int64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
 		return time.Duration(s) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
+		return min(t.Sub(now), maxRetryAfter)
 	}
 	return 0
 }
