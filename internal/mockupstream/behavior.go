@@ -60,6 +60,12 @@ type Behavior struct {
 	FailRate float64
 	// RetryAfter, when set, is sent as Retry-After on injected error answers.
 	RetryAfter string
+	// KeyStatus answers every request whose bearer token (Authorization: Bearer <key>)
+	// is one of its keys with that key's status (200 succeeds), instead of Status and
+	// FailRate: one account whose keys fare differently, such as one key revoked (401)
+	// or rate limited (429) while the others serve. Other tokens follow Status and
+	// FailRate. The map is read, never written: replace it with SetBehavior.
+	KeyStatus map[string]int
 	// Usage makes the mock honour stream_options.include_usage: a final chunk with empty
 	// "choices" and a "usage" object before [DONE]. False emulates a provider that
 	// ignores the option. Non-stream answers always carry usage.
@@ -143,6 +149,12 @@ func (b Behavior) Validate() error {
 	}
 	if err := checkRate(b.FailRate); err != nil {
 		return &FieldError{"FailRate", strconv.FormatFloat(b.FailRate, 'g', -1, 64), err}
+	}
+	for _, st := range b.KeyStatus {
+		// The key stays out of the error: it may be a real credential.
+		if st == 0 || checkStatus(st) != nil {
+			return &FieldError{"KeyStatus", strconv.Itoa(st), errStatus}
+		}
 	}
 	return nil
 }

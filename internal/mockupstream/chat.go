@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -81,7 +82,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	// blindly would leak it next to its own X-Request-Id.
 	h["X-Request-Id"] = []string{"req_mock_" + strconv.FormatInt(id, 10)}
 
-	if status, fail := s.injectedStatus(&b); fail {
+	if status, fail := s.injectedStatus(&b, r.Header); fail {
 		if !sleep(r.Context(), b.Latency) {
 			return
 		}
@@ -132,7 +133,15 @@ func parseChat(body []byte, req *chatRequest) (msg, param string) {
 }
 
 // injectedStatus decides whether this request answers with an error status.
-func (s *Server) injectedStatus(b *Behavior) (int, bool) {
+func (s *Server) injectedStatus(b *Behavior, h http.Header) (int, bool) {
+	if len(b.KeyStatus) > 0 {
+		auth, _ := headerValue(h, "Authorization")
+		if key, ok := strings.CutPrefix(auth, "Bearer "); ok {
+			if st, ok := b.KeyStatus[key]; ok {
+				return st, st != http.StatusOK
+			}
+		}
+	}
 	status := b.Status
 	if status == http.StatusOK {
 		status = 0
