@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -40,27 +41,34 @@ func TestGracefulDrain(t *testing.T) {
 	if resp, _ := g.post(t, chatBody(false)); resp.StatusCode != 200 {
 		t.Fatalf("during the shutdown delay: %d, want still served", resp.StatusCode)
 	}
-	time.Sleep(500 * time.Millisecond)
+	// The end of the delay shows only in how new requests are answered, so
+	// keep sending them on fresh connections: each is served until the delay
+	// ends, then refused or answered 503 shutting_down; nothing else.
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := fresh.Post(g.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody(false)))
-	if err == nil {
+	served := 0
+	eventually(t, 5*time.Second, "new requests refused once the 400ms shutdown delay ended", func() (bool, string) {
+		resp, err := fresh.Post(g.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody(false)))
+		if err != nil {
+			return true, "" // the listener is closed
+		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 503 || !strings.Contains(string(b), "shutting_down") {
-			t.Fatalf("after the delay: %d %s, want refused or 503 shutting_down", resp.StatusCode, b)
+		switch {
+		case resp.StatusCode == 503 && strings.Contains(string(b), "shutting_down"):
+			return true, ""
+		case resp.StatusCode == 200:
+			served++
+			return false, fmt.Sprintf("%d more requests served", served)
 		}
-	}
+		t.Fatalf("after the shutdown began: %d %s, want served, refused or 503 shutting_down", resp.StatusCode, b)
+		return false, ""
+	})
 	wg.Wait()
 	if d := sseData(streamBody); len(d) == 0 || d[len(d)-1] != "[DONE]" {
 		t.Fatalf("in-flight stream was not allowed to finish: %q", d)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run = %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("drain did not finish")
+	if err := await(t, done, 10*time.Second, "drain"); err != nil {
+		t.Fatalf("Run = %v", err)
 	}
 }
 
@@ -94,7 +102,7 @@ func TestGraceExpiryCutsStreams(t *testing.T) {
 	if len(d) == 0 || !strings.Contains(d[len(d)-1], "stream_interrupted") || rerr == nil {
 		t.Fatalf("stream not cut with the error event (read err %v): %q", rerr, d)
 	}
-	if err := <-done; err != nil {
+	if err := await(t, done, 10*time.Second, "drain after the grace"); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	if !g.Scheduler.Idle() {
