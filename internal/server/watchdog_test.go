@@ -200,6 +200,13 @@ func TestHoldModes(t *testing.T) {
 		{"response forced aether", map[string]string{aforce: "on"}, false},
 		{"gateway wins over aether", map[string]string{mode: "headers", amode: "response"}, true},
 	}
+	// No watchdog here: with a dozen gateways streaming in parallel under
+	// -race, a 300ms idle timeout against chunks 200ms apart cut the first
+	// stream now and then, which is not what this test is about.
+	holdRoutes := strings.Replace(watchRoutes, "timeouts: { first_byte: 200ms, idle: 300ms }", "timeouts: { first_byte: 10s }", 1)
+	if holdRoutes == watchRoutes {
+		t.Fatal("watchRoutes changed: the hold test's routes still carry the watchdog")
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -210,8 +217,19 @@ func TestHoldModes(t *testing.T) {
 			for k, v := range tt.env {
 				env[k] = v
 			}
-			g := start(t, setup{routes: watchRoutes, env: env,
+			g := start(t, setup{routes: holdRoutes, env: env,
 				primary: mockupstream.Behavior{Chunks: 10, ChunkInterval: 200 * time.Millisecond}})
+			// "streaming" runs once the first stream's first event reached
+			// the client, after the hold mode has had its say on the global
+			// slot: from then on the slot stays as the mode leaves it for
+			// the rest of the 2-second stream.
+			streaming := make(chan struct{})
+			var once sync.Once
+			g.API.SetTestHook(func(p string) {
+				if p == "streaming" {
+					once.Do(func() { close(streaming) })
+				}
+			})
 			var wg sync.WaitGroup
 			wg.Add(1)
 			go func() {
@@ -221,12 +239,7 @@ func TestHoldModes(t *testing.T) {
 					t.Errorf("first stream: %d", resp.StatusCode)
 				}
 			}()
-			// Wait until the first stream is really flowing.
-			waitFor(t, func() bool {
-				s := g.Scheduler.Stats()
-				return g.Primary.Stats().InFlight == 1 && len(s.Targets) > 0 && s.Targets[0].Active == 1
-			})
-			time.Sleep(100 * time.Millisecond)
+			await(t, streaming, 5*time.Second, "the first stream's first event at the client")
 			resp, body := g.post(t, `{"model":"primary-only","messages":[{"role":"user","content":"x"}]}`)
 			if tt.admitted {
 				if resp.StatusCode != 200 {
