@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,12 +26,16 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 	g.DatabaseURL = dsn
 
 	// Let migrations run through the proxy before the outage.
-	waitFor(t, func() bool { _, b := g.get(t, "/readyz", false); return strings.Contains(string(b), `"report":"ok"`) })
+	eventually(t, 10*time.Second, "/readyz reports the store ok", func() (bool, string) {
+		_, b := g.get(t, "/readyz", false)
+		return strings.Contains(string(b), `"report":"ok"`), string(b)
+	})
 
 	var (
 		mu      sync.Mutex
 		ids     []string
 		failed  atomic.Int64
+		sent    atomic.Int64
 		stop    = make(chan struct{})
 		workers sync.WaitGroup
 	)
@@ -51,32 +56,56 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 				mu.Lock()
 				ids = append(ids, resp.Header.Get("X-Request-Id"))
 				mu.Unlock()
+				sent.Add(1)
+				// Pace of the steady load, part of the scenario: no
+				// assertion depends on how many requests fit in a phase,
+				// each phase waits for its own count.
 				time.Sleep(5 * time.Millisecond)
 			}
 		}()
 	}
-	time.Sleep(300 * time.Millisecond)
+	// A failed wait ends the test early; the load must stop before the
+	// gateway it targets does (cleanups run last first).
+	halt := sync.OnceFunc(func() { close(stop); workers.Wait() })
+	t.Cleanup(halt)
+	// Each phase lasts until the store has shown the state it is about and
+	// at least perPhase requests were answered in it, so that all three
+	// (direct writes, spooling, replay) happen under load.
+	const perPhase = 20
+	load := func() string { return fmt.Sprintf("%d requests, writer %+v", sent.Load(), g.Reports.Stats()) }
+	eventually(t, 10*time.Second, "records written to Postgres under load before the outage", func() (bool, string) {
+		return g.Reports.Stats().Written > 0 && sent.Load() >= perPhase, load()
+	})
+
 	proxy.Down()
-	sawSpooling := false
-	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); {
+	// /readyz must answer 200 on every poll while records spool.
+	var spoolingFrom int64 = -1
+	eventually(t, 10*time.Second, "/readyz reports spooling while requests keep succeeding", func() (bool, string) {
 		code, b := g.get(t, "/readyz", false)
 		if code != 200 {
 			t.Fatalf("/readyz = %d during the outage, want 200", code)
 		}
-		sawSpooling = sawSpooling || strings.Contains(string(b), `"report":"spooling"`)
-		time.Sleep(50 * time.Millisecond)
-	}
+		if spoolingFrom < 0 && strings.Contains(string(b), `"report":"spooling"`) {
+			spoolingFrom = sent.Load()
+		}
+		return spoolingFrom >= 0 && sent.Load()-spoolingFrom >= perPhase, string(b) + ", " + load()
+	})
+
 	proxy.Up()
-	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	workers.Wait()
+	returnedAt := sent.Load()
+	eventually(t, 20*time.Second, "the spool replayed (/readyz report ok) under load after Postgres returned", func() (bool, string) {
+		code, b := g.get(t, "/readyz", false)
+		if code != 200 {
+			t.Fatalf("/readyz = %d after Postgres returned, want 200", code)
+		}
+		ok := strings.Contains(string(b), `"report":"ok"`) && g.Reports.Stats().Replayed > 0
+		return ok && sent.Load()-returnedAt >= perPhase, string(b) + ", " + load()
+	})
+	halt()
 	if failed.Load() != 0 {
 		t.Fatalf("%d requests failed during the outage", failed.Load())
 	}
-	if !sawSpooling {
-		t.Error("/readyz never reported spooling during the outage")
-	}
-	if len(ids) < 50 {
+	if len(ids) < 3*perPhase {
 		t.Fatalf("only %d requests sent", len(ids))
 	}
 
@@ -86,8 +115,7 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	eventually(t, 20*time.Second, "every request and candidate row present exactly once after the outage", func() (bool, string) {
 		var reqs, settled, cands, dupes int
 		err := conn.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM requests WHERE id::text = ANY($1)),
@@ -98,17 +126,12 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if reqs == len(ids) && settled == len(ids) && cands == 2*len(ids) && dupes == 0 {
-			t.Logf("%d requests, %d candidate rows, all present once (spooled %d, replayed %d)",
-				reqs, cands, g.Reports.Stats().Spooled, g.Reports.Stats().Replayed)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the outage: %d/%d requests (%d settled), %d/%d candidate rows, %d requests with a wrong candidate count",
+		return reqs == len(ids) && settled == len(ids) && cands == 2*len(ids) && dupes == 0,
+			fmt.Sprintf("%d/%d requests (%d settled), %d/%d candidate rows, %d requests with a wrong candidate count",
 				reqs, len(ids), settled, cands, 2*len(ids), dupes)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	})
+	t.Logf("%d requests, all rows present once (spooled %d, replayed %d)",
+		len(ids), g.Reports.Stats().Spooled, g.Reports.Stats().Replayed)
 	if s := g.Reports.Stats(); s.Dropped != 0 {
 		t.Fatalf("dropped %d records", s.Dropped)
 	}
