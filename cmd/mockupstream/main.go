@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string, logw io.Writer, listening func(net.
 	fs.IntVar(&b.ResetAfterChunks, "reset-after-chunks", 0, "stream: abort the connection after this many content chunks (0 = never)")
 	fs.IntVar(&b.Status, "status", 0, "answer this error status (0 or 200 = succeed), subject to -fail-rate")
 	fs.Float64Var(&b.FailRate, "fail-rate", 0, "share 0..1 of requests that fail with -status (500 if unset); 0 = all when -status is set")
+	fs.Float64Var(&b.HangRate, "hang-rate", 0, "share 0..1 of the requests not failed by -fail-rate that hang until the client gives up (stream: after the headers)")
 	fs.StringVar(&b.RetryAfter, "retry-after", "", "Retry-After header on error answers")
 	// Default on, unlike Behavior.Usage: a standalone mock should act like OpenAI unless
 	// asked to emulate a provider that ignores stream_options.

@@ -132,6 +132,7 @@ func TestRunShutdownEndsStall(t *testing.T) {
 func TestRunRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-fail-rate", "2"},
+		{"-hang-rate", "1.5"},
 		{"-chunks", "-1"},
 		{"-status", "42"},
 		{"-latency", "-1s"},

@@ -58,6 +58,12 @@ type Behavior struct {
 	// choice is deterministic: request n (0-based, counted among requests with a rate in
 	// (0,1)) fails when floor((n+1)·r) > floor(n·r).
 	FailRate float64
+	// HangRate in [0,1] is the share of requests that hang until the client cancels: a
+	// stream gets its 200 headers and then nothing, a non-stream request gets nothing at
+	// all. It emulates a provider that accepts connections and never answers, which only
+	// the caller's timeout ends. The schedule is FailRate's, on a counter of its own,
+	// over the requests that FailRate did not fail; 1 hangs every one of them.
+	HangRate float64
 	// RetryAfter, when set, is sent as Retry-After on injected error answers.
 	RetryAfter string
 	// KeyStatus answers every request whose bearer token (Authorization: Bearer <key>)
@@ -86,6 +92,7 @@ const (
 	HeaderResetAfterChunks  = "X-Mock-Reset-After-Chunks"
 	HeaderStatus            = "X-Mock-Status"
 	HeaderFailRate          = "X-Mock-Fail-Rate"
+	HeaderHangRate          = "X-Mock-Hang-Rate"
 	HeaderRetryAfter        = "X-Mock-Retry-After"
 	HeaderIdentity          = "X-Mock-Identity"
 	HeaderUsage             = "X-Mock-Usage"
@@ -149,6 +156,9 @@ func (b Behavior) Validate() error {
 	}
 	if err := checkRate(b.FailRate); err != nil {
 		return &FieldError{"FailRate", strconv.FormatFloat(b.FailRate, 'g', -1, 64), err}
+	}
+	if err := checkRate(b.HangRate); err != nil {
+		return &FieldError{"HangRate", strconv.FormatFloat(b.HangRate, 'g', -1, 64), err}
 	}
 	for _, st := range b.KeyStatus {
 		// The key stays out of the error: it may be a real credential.
@@ -266,6 +276,18 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 			err = &FieldError{HeaderFailRate, v, perr}
 		}
 		b.FailRate = r
+	}
+	if v, ok := headerValue(h, HeaderHangRate); ok && err == nil {
+		r, perr := strconv.ParseFloat(v, 64)
+		if perr != nil {
+			perr = errNotANumber
+		} else {
+			perr = checkRate(r)
+		}
+		if perr != nil {
+			err = &FieldError{HeaderHangRate, v, perr}
+		}
+		b.HangRate = r
 	}
 	if v, ok := headerValue(h, HeaderRetryAfter); ok {
 		b.RetryAfter = v

@@ -39,6 +39,7 @@ func TestValidate(t *testing.T) {
 		{Behavior{ResetAfterChunks: maxCount + 1}, "ResetAfterChunks"},
 		{Behavior{Status: 42}, "Status"},
 		{Behavior{FailRate: 2}, "FailRate"},
+		{Behavior{HangRate: -0.5}, "HangRate"},
 	}
 	for _, tt := range tests {
 		err := tt.b.Validate()

@@ -95,6 +95,14 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if s.hangs(&b) {
+		if !req.Stream {
+			<-r.Context().Done() // no status, no byte: only the caller's timeout ends it
+			return
+		}
+		b.StallAfterHeaders = true
+	}
+
 	c := completion{
 		id:       id,
 		created:  s.now().Unix(),
@@ -156,6 +164,17 @@ func (s *Server) injectedStatus(b *Behavior, h http.Header) (int, bool) {
 		return status, true
 	}
 	return status, failsAt(s.failSeq.Add(1)-1, failRatePPM(b.FailRate))
+}
+
+// hangs decides whether this request hangs (Behavior.HangRate).
+func (s *Server) hangs(b *Behavior) bool {
+	switch {
+	case b.HangRate <= 0:
+		return false
+	case b.HangRate >= 1:
+		return true
+	}
+	return failsAt(s.hangSeq.Add(1)-1, failRatePPM(b.HangRate))
 }
 
 // readBody reads the whole body into a fresh slice (LastRequest keeps it), sized from

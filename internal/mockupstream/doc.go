@@ -4,10 +4,10 @@
 // It owns the wire shapes a provider answers with (chat.completion JSON,
 // chat.completion.chunk SSE, OpenAI error bodies) and the faults a provider can commit
 // (latency, a late first byte, keep-alive comments, slow or stalled streams, connections
-// aborted mid-stream, error statuses with Retry-After, a share of failing requests). It
-// counts what happened to every chat request (Stats) and keeps the last one it received
-// (LastRequest) so a test can assert what the gateway forwarded. It knows nothing about
-// the gateway itself: no routing, no admission, no persistence.
+// aborted mid-stream, error statuses with Retry-After, a share of failing or hanging
+// requests). It counts what happened to every chat request (Stats) and keeps the last
+// one it received (LastRequest) so a test can assert what the gateway forwarded. It knows
+// nothing about the gateway itself: no routing, no admission, no persistence.
 //
 // A Server serves:
 //
@@ -27,8 +27,8 @@
 //	chunk) with [StallAfterChunks] / [ResetAfterChunks] checked after each → usage chunk
 //	(when asked for) → data: [DONE]
 //
-// Fail-rate decisions are deterministic (a counter, not a random source), so a test
-// that sends N requests at FailRate r sees exactly floor(N·r) failures.
+// Fail-rate and hang-rate decisions are deterministic (a counter, not a random source),
+// so a test that sends N requests at FailRate r sees exactly floor(N·r) failures.
 //
 // The command cmd/mockupstream wraps a Server in a standalone process.
 package mockupstream

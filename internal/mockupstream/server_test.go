@@ -338,6 +338,8 @@ func TestMalformedOverride(t *testing.T) {
 		{HeaderStatus, "600"},
 		{HeaderFailRate, "1.5"},
 		{HeaderFailRate, "NaN"},
+		{HeaderHangRate, "-0.1"},
+		{HeaderHangRate, "half"},
 		{HeaderUsage, "yes please"},
 	}
 	for _, tt := range tests {
