@@ -154,9 +154,11 @@ func (g *Gateway) Run(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
+	// Readiness fails first, so that once the line below is logged /readyz
+	// already answers 503.
+	g.API.MarkNotReady()
 	g.Log.Info("shutting down", "reason", context.Cause(ctx), "delay", g.Config.ShutdownDelay,
 		"grace", g.Config.ShutdownGrace)
-	g.API.MarkNotReady()
 	if d := g.Config.ShutdownDelay; d > 0 {
 		g.waitShutdownDelay(d)
 	}
