@@ -59,7 +59,10 @@ trap stop_all EXIT
 # A stop request is a normal end: exit 0 runs stop_all through the EXIT trap.
 trap 'exit 0' INT TERM HUP
 
-bin/mockupstream -addr 127.0.0.1:9001 -identity primary -chunk-interval 50ms &
+# The primary also hangs on 30% of the requests it does not fail (a stream
+# gets its headers, then nothing): examples/demo.yaml's first_byte and
+# health block turn that into failover, then a cooldown.
+bin/mockupstream -addr 127.0.0.1:9001 -identity primary -chunk-interval 50ms -hang-rate 0.3 &
 mocks+=($!)
 bin/mockupstream -addr 127.0.0.1:9002 -identity backup -chunk-interval 50ms &
 mocks+=($!)

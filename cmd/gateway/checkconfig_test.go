@@ -197,7 +197,7 @@ func TestCheckConfigDemoFile(t *testing.T) {
 		"routes file " + demo + ": 2 providers, 1 model, 0 clients\n",
 		"provider primary: http://127.0.0.1:9001 keys=1",
 		"provider backup: http://127.0.0.1:9002 keys=1",
-		"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n",
+		"  health: failures=2 cooldown=5s max_cooldown=30s auth_cooldown=5m0s\nprovider backup:",
 		"model gpt-4o-mini: strategy weighted\n  0. primary/key0-",
 		"  1. backup/key0-",
 	} {
