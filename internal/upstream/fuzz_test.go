@@ -220,7 +220,7 @@ func FuzzSkipValue(f *testing.F) {
 		}
 		if json.Valid(b) {
 			start := skipSpace(b, 0)
-			if got, want := skipValue(b, start), len(bytes.TrimRight(b, jsonSpace)); got != want {
+			if got, want := skipValue(b, start), len(bytes.TrimRight(b, " \t\r\n")); got != want {
 				t.Fatalf("skipValue(%q, %d) = %d, want the document's end %d", b, start, got, want)
 			}
 		}

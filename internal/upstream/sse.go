@@ -175,18 +175,15 @@ func hasUsageObject(b []byte) bool {
 			return false
 		}
 		b = b[i+len(usageKey):]
-		rest := bytes.TrimLeft(b, jsonSpace)
-		if r, ok := bytes.CutPrefix(rest, []byte(":")); ok {
-			if r = bytes.TrimLeft(r, jsonSpace); len(r) > 0 && r[0] == '{' {
+		// skipSpace is JSON's whitespace: a data line cannot hold '\n' but can
+		// hold '\r', and BodyUsage accepts it around the colon.
+		if j := skipSpace(b, 0); j < len(b) && b[j] == ':' {
+			if j = skipSpace(b, j+1); j < len(b) && b[j] == '{' {
 				return true
 			}
 		}
 	}
 }
-
-// jsonSpace is JSON's whitespace. A data line cannot hold '\n' but can hold
-// '\r', and BodyUsage accepts it around the colon, so the filter must too.
-const jsonSpace = " \t\r\n"
 
 // BodyUsage extracts usage from a chat completion JSON object.
 func BodyUsage(b []byte) (Usage, bool) {
@@ -238,10 +235,9 @@ func keyValue(b []byte, i int) ([]byte, bool) {
 	if i > 0 && b[i-1] == '\\' {
 		return nil, false
 	}
-	rest := bytes.TrimLeft(b[i+len(usageKey):], jsonSpace)
-	rest, ok := bytes.CutPrefix(rest, []byte(":"))
-	if !ok {
+	j := skipSpace(b, i+len(usageKey))
+	if j == len(b) || b[j] != ':' {
 		return nil, false
 	}
-	return bytes.TrimLeft(rest, jsonSpace), true
+	return b[skipSpace(b, j+1):], true
 }
