@@ -823,7 +823,8 @@ models:
 	// Warm-up through single-target routes: the EWMA is the target's, so a
 	// few samples each settle both averages. A least_latency route alone
 	// would measure each target once, and one sample slowed by a loaded
-	// machine would then decide the order (see the report on stale EWMAs).
+	// machine would then decide the order: a target behind another is not
+	// tried, so its average is not corrected.
 	for range 5 {
 		by("primary-only")
 		by("backup-only")
