@@ -142,6 +142,7 @@ type openLoopSpec struct {
 // runResult is one measured run against one target.
 type runResult struct {
 	samples []sample
+	start   time.Time     // open loop: request i was due at start + i/rate
 	elapsed time.Duration // from the first scheduled start to the last answer
 	lag     []time.Duration
 }
@@ -199,7 +200,7 @@ dispatch:
 		res.samples[i] = sample{err: errCutShort}
 	}
 	wg.Wait()
-	res.elapsed = time.Since(t0)
+	res.start, res.elapsed = t0, time.Since(t0)
 	return res
 }
 

@@ -12,20 +12,23 @@
 //     from each request's scheduled start, so coordinated omission cannot hide stalls;
 //   - closed loop: 64 keep-alive connections as fast as they go, for throughput;
 //   - streaming at a moderate rate: time to the first and to the last chunk;
-//   - 2,000 slow streams held open at once, for the proxies' resident memory.
+//   - 2,000 slow streams held open at once, for the proxies' resident memory;
+//   - hanging primary (gateway only): streams through a primary that never sends a
+//     first byte in front of a backup, against the backup alone, for what provider
+//     health saves (hanging.go).
 //
 // Runs are interleaved and repeated: each round runs the three targets back to back
 // in a rotated order, latency figures are medians over rounds of each round's
 // percentile, and added latency is paired within a round. A neighbour that steals
 // the CPU during one run then moves one round, not the result.
 //
-// Environment: BENCH_QUICK=1 runs fewer rates, one round and shorter runs (under a
+// Environment: BENCH_QUICK=1 runs fewer rates, one round and shorter runs (about a
 // minute); BENCH_PPROF=DIR also captures the gateway's CPU and allocation profiles
 // under load, and its heap with the streams open, into DIR (about 30 s more); BENCH_OUT=FILE writes the report there too; BENCH_KEEP=1 keeps
 // the temp dir with the processes' logs; BENCH_BIN (default bin) holds the binaries;
 // BENCH_RECORDS=off runs the gateway without Postgres, to see what records cost;
 // BENCH_PG=shared skips scripts/pg-local.sh and uses the server on 127.0.0.1:5432;
-// BENCH_ONLY=hold (or open, closed, stream, comma-separated) runs only those phases,
+// BENCH_ONLY=hold (or open, closed, stream, hanging, comma-separated) runs only those phases,
 // for iterating on one figure.
 package main
 
@@ -68,6 +71,7 @@ type settings struct {
 	streamDur    time.Duration
 	streamRounds int
 	hold         holdSpec
+	hanging      hangingSpec
 	budget       time.Duration // the whole run, a safety net over the sizes above
 	pprofDir     string
 	recordsOff   bool            // diagnostic: the gateway without Postgres records
@@ -75,7 +79,7 @@ type settings struct {
 }
 
 // phases BENCH_ONLY can name.
-var phaseNames = []string{"open", "closed", "stream", "hold"}
+var phaseNames = []string{"open", "closed", "stream", "hold", "hanging"}
 
 // runs reports whether phase is part of this run.
 func (s settings) runs(phase string) bool { return len(s.only) == 0 || s.only[phase] }
@@ -85,8 +89,9 @@ func loadSettings() settings {
 		binDir: "bin", rates: []int{500, 1000, 2000}, openDur: 2500 * time.Millisecond, rounds: 5,
 		closedConns: 64, closedDur: 2500 * time.Millisecond,
 		streamRate: 200, streamDur: 3 * time.Second, streamRounds: 3,
-		hold:   holdSpec{streams: 2000, rampRate: 1000, hold: 4 * time.Second},
-		budget: 285 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
+		hold:    holdSpec{streams: 2000, rampRate: 1000, hold: 4 * time.Second},
+		hanging: hangingSpec{rate: 200, duration: 8 * time.Second, rounds: 3},
+		budget:  345 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
 		recordsOff: os.Getenv("BENCH_RECORDS") == "off",
 	}
 	if v := os.Getenv("BENCH_BIN"); v != "" {
@@ -98,7 +103,8 @@ func loadSettings() settings {
 		s.closedDur = 1500 * time.Millisecond
 		s.streamDur, s.streamRounds = 1500*time.Millisecond, 1
 		s.hold.hold = time.Second
-		s.budget = 57 * time.Second
+		s.hanging.duration, s.hanging.rounds = 5*time.Second, 1
+		s.budget = 70 * time.Second
 	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		s.only = map[string]bool{}

@@ -190,6 +190,10 @@ func (b *bencher) runAll(ctx context.Context, rep *report) error {
 		}
 	}
 
+	if s.runs("hanging") {
+		b.hangingPrimary(ctx, rep)
+	}
+
 	if s.pprofDir != "" && (s.runs("open") || s.runs("stream")) {
 		if err := b.profile(ctx, nonStream, stream); err != nil {
 			return err

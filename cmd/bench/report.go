@@ -131,6 +131,7 @@ type report struct {
 	peakLoad  map[string]uint64 // VmHWM before the open-streams run
 	peakFinal map[string]uint64 // VmHWM at the end
 	records   map[string]float64
+	hanging   *hangingResult // nil when the phase did not run
 	notes     []string
 }
 
@@ -360,6 +361,9 @@ func (r *report) write(w io.Writer) {
 	tb.row(whole, "peak RSS incl. open streams, VmHWM (MiB)", peak(r.peakFinal),
 		ratio(float64(r.peakFinal[gateway]), float64(r.peakFinal[baseline])))
 	tb.write(w)
+	if r.hanging != nil {
+		r.hanging.write(w)
+	}
 
 	fmt.Fprintln(w)
 	r.writeTargets(w)
@@ -417,6 +421,11 @@ func (r *report) errorKinds() []string {
 	for _, t := range targetNames {
 		for k, v := range r.hold[t].errs {
 			out = append(out, fmt.Sprintf("open streams, %s: %d × %s", t, v, k))
+		}
+	}
+	if r.hanging != nil {
+		for k, v := range r.hanging.errs() {
+			out = append(out, fmt.Sprintf("hanging primary, gateway, %s: %d", k, v))
 		}
 	}
 	sort.Strings(out)

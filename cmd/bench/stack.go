@@ -131,7 +131,7 @@ func startStack(ctx context.Context, s settings) (*stack, error) {
 	}
 
 	routes := filepath.Join(tmp, "routes.yaml")
-	if err := os.WriteFile(routes, []byte(routesYAML(st.mockURL, st.clientKey)), 0o600); err != nil {
+	if err := os.WriteFile(routes, []byte(routesYAML(st.mockURL, st.clientKey, s.hanging.rounds)), 0o600); err != nil {
 		return nil, err
 	}
 	genv := slices.Concat(env, []string{
@@ -159,8 +159,11 @@ func startStack(ctx context.Context, s settings) (*stack, error) {
 // routesYAML is the gateway's routes file: one provider (the mock) behind one model,
 // and one client key, so every request is authenticated, planned, admitted, recorded
 // and observed as in a real deployment. max_concurrency covers the open-streams run.
-func routesYAML(mockURL, clientKey string) string {
+// The hanging-primary phase's providers and models follow (hangingRoutes); the other
+// phases never plan them.
+func routesYAML(mockURL, clientKey string, hangingRounds int) string {
 	sum := sha256.Sum256([]byte(clientKey))
+	providers, models := hangingRoutes(mockURL, hangingRounds)
 	return fmt.Sprintf(`providers:
   - name: mock
     format: openai
@@ -168,13 +171,13 @@ func routesYAML(mockURL, clientKey string) string {
     api_keys: ["${BENCH_UPSTREAM_KEY}"]
     max_concurrency: 4096
     timeouts: { connect: 2s, first_byte: 10s, total: 60s }
-models:
+%smodels:
   - name: %s
     candidates:
       - { provider: mock, model: %s }
-clients:
+%sclients:
   - { name: bench, key_sha256: "%s", priority: interactive }
-`, mockURL, benchModel, benchModel, hex.EncodeToString(sum[:]))
+`, mockURL, providers, benchModel, benchModel, models, hex.EncodeToString(sum[:]))
 }
 
 // cleanEnv is the environment without any gateway settings or proxies of the caller,
@@ -305,15 +308,40 @@ func (st *stack) pgCPU() time.Duration {
 
 // gatewayMetrics scrapes /metrics and sums each metric over its labels.
 func (st *stack) gatewayMetrics(ctx context.Context) (map[string]float64, error) {
+	out := map[string]float64{}
+	err := st.scrapeMetrics(ctx, func(name, _ string, v float64) { out[name] += v })
+	return out, err
+}
+
+// gatewaySeries scrapes /metrics and sums metric name over the series whose labels
+// include every one of labels (each written key="value").
+func (st *stack) gatewaySeries(ctx context.Context, name string, labels ...string) (float64, error) {
+	var sum float64
+	err := st.scrapeMetrics(ctx, func(n, ls string, v float64) {
+		if n != name {
+			return
+		}
+		for _, l := range labels {
+			if !strings.Contains(ls, l) {
+				return
+			}
+		}
+		sum += v
+	})
+	return sum, err
+}
+
+// scrapeMetrics reads /metrics and calls fn for every sample with its metric name,
+// its label set as written ("{...}" or ""), and its value.
+func (st *stack) scrapeMetrics(ctx context.Context, fn func(name, labels string, v float64)) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, st.gateURL+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
-	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -325,16 +353,16 @@ func (st *stack) gatewayMetrics(ctx context.Context) (map[string]float64, error)
 		if i < 0 {
 			continue
 		}
-		name := line[:i]
+		name, labels := line[:i], ""
 		if j := strings.IndexByte(name, '{'); j >= 0 {
-			name = name[:j]
+			name, labels = name[:j], name[j:]
 		}
 		v, err := strconv.ParseFloat(line[i+1:], 64)
 		if err == nil {
-			out[name] += v
+			fn(name, labels, v)
 		}
 	}
-	return out, sc.Err()
+	return sc.Err()
 }
 
 // waitRecordsWritten waits until the gateway's report queue is empty and the written

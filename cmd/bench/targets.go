@@ -55,9 +55,15 @@ func (r *report) writeTargets(w io.Writer) {
 			fmt.Sprintf("%s MiB (%d streams open at peak)", mib(peak), h.peakOpen),
 			verdict(peak < 150<<20 && h.peakOpen >= r.holdN, true))
 	}
+	if r.hanging != nil {
+		r.hanging.writeTargets(tb, verdict)
+	}
 	gwErrs := sumErrs(r.hold[gateway].errs)
 	for _, sc := range r.scenarios {
 		gwErrs += sc.per[gateway].errors()
+	}
+	if r.hanging != nil {
+		gwErrs += sumErrs(r.hanging.errs())
 	}
 	lost := r.records["gateway_report_dropped_total"]
 	tb.add("zero errors (gateway requests; records dropped)", fmt.Sprintf("%d errors; %.0f records dropped", gwErrs, lost),
