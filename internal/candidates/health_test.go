@@ -222,4 +222,14 @@ models:
 			t.Fatalf("order %v, want new fast slow backup", got)
 		}
 	}
+
+	// A target passed over gets no samples; once its EWMA is stale it is
+	// tried again as if unmeasured, so one slow answer cannot bench it.
+	h.clock.advance(health.LatencyStaleAfter + time.Second)
+	byName["fast"].Targets[0].Health.FirstByte(5 * time.Millisecond)
+	byName["new"].Targets[0].Health.FirstByte(7 * time.Millisecond)
+	plan, _ := h.plan.Plan("m")
+	if got := plan[0].Provider().Name; got != "slow" {
+		t.Fatalf("first after slow's EWMA went stale: %s, want slow", got)
+	}
 }

@@ -257,8 +257,8 @@ func (p *Planner) Plan(model string) ([]Candidate, error) {
 }
 
 // byLatency orders one tier's candidates by their target's first-byte
-// EWMA: targets without samples first (so every target gets measured),
-// then the fastest. The sort is stable over the weighted draw, so weight
+// EWMA: targets without recent samples first (so every target gets
+// measured, and one passed over is measured again), then the fastest. The sort is stable over the weighted draw, so weight
 // breaks ties. Tiers are a handful of candidates: insertion sort, no
 // allocation.
 func byLatency(cs []Candidate) {
@@ -269,7 +269,7 @@ func byLatency(cs []Candidate) {
 	var buf [16]key
 	keys := buf[:0]
 	for i := range cs {
-		d, ok := cs[i].Target.Health.EWMA()
+		d, ok := cs[i].Target.Health.CurrentEWMA()
 		keys = append(keys, key{d, ok})
 	}
 	less := func(a, b key) bool { return !a.ok && b.ok || a.ok && b.ok && a.d < b.d }

@@ -34,6 +34,8 @@ type Target struct {
 	// ewma is the first-byte EWMA in nanoseconds plus one; zero means no
 	// sample yet.
 	ewma atomic.Int64
+	// sampled is when the last sample arrived (the clock's UnixNano).
+	sampled atomic.Int64
 	// removed detaches a target a reload dropped: its late verdicts may be
 	// about an origin or key the provider no longer has.
 	removed atomic.Bool
@@ -278,9 +280,26 @@ func (t *Target) FirstByte(d time.Duration) {
 			next = cur + int64(alpha*float64(int64(d)-cur)) + 1
 		}
 		if t.ewma.CompareAndSwap(old, next) {
+			t.sampled.Store(t.tracker.clock.Now().UnixNano())
 			return
 		}
 	}
+}
+
+// LatencyStaleAfter is how long a first-byte EWMA stays current without a
+// new sample. A target that least_latency passes over gets no samples, so
+// one slow answer would otherwise keep it out of use for good.
+const LatencyStaleAfter = 10 * time.Second
+
+// CurrentEWMA is EWMA for ordering: ok is false as well when the last sample
+// is older than LatencyStaleAfter, so the target is tried again (and
+// measured anew) as if it had never been measured.
+func (t *Target) CurrentEWMA() (d time.Duration, ok bool) {
+	d, ok = t.EWMA()
+	if ok && t.tracker.clock.Now().UnixNano()-t.sampled.Load() > int64(LatencyStaleAfter) {
+		return d, false
+	}
+	return d, ok
 }
 
 // EWMA returns the first-byte EWMA; ok is false until the first sample.
