@@ -22,13 +22,16 @@ const priorityHeader = "X-Gateway-Priority"
 type chatHandler struct{ s *Server }
 
 func (h chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req, x := h.s.prepare(w, r)
+	req := h.s.prepare(w, r)
 	if req == nil {
 		return
 	}
 	// r.Context() descends from BaseContext, so HardStop reaches it with the
 	// shutdown cause without a per-request context layer.
-	out := h.s.opts.Runner.Run(r.Context(), req, x)
+	a, out := h.s.opts.Runner.Run(r.Context(), req)
+	if a != nil {
+		out = h.s.relay(w, a)
+	}
 	abort := h.s.finish(w, r, req, out)
 	h.s.access.request(req, out)
 	if abort {
@@ -40,26 +43,26 @@ func (h chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // prepare authenticates, reads, validates and plans a chat request. It
 // answers the client itself and returns nil when the request is refused.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (*candidates.Request, *exchange) {
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request) *candidates.Request {
 	received := time.Now()
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")
 		s.reject(w, r, received, http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", "the gateway is shutting down")
-		return nil, nil
+		return nil
 	}
 	clientName, ceiling := "", admission.Interactive
 	if s.opts.Clients != nil {
 		name, c, ok := s.opts.Clients.Authenticate(r.Header.Get("Authorization"))
 		if !ok {
 			s.reject(w, r, received, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
-			return nil, nil
+			return nil
 		}
 		clientName, ceiling = name, c
 	}
 	prio, err := requestPriority(r.Header.Get(priorityHeader), ceiling)
 	if err != nil {
 		s.reject(w, r, received, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
-		return nil, nil
+		return nil
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -67,17 +70,17 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (*candidates.Re
 		if errors.As(err, &mbe) {
 			s.reject(w, r, received, http.StatusRequestEntityTooLarge, typeInvalidRequest, codeRequestTooLarge, "",
 				"request body is larger than the gateway's limit")
-			return nil, nil
+			return nil
 		}
 		s.reject(w, r, received, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", "could not read the request body")
-		return nil, nil
+		return nil
 	}
 	chat, err := upstream.ParseChatRequest(body)
 	if err != nil {
 		var re *upstream.RequestError
 		errors.As(err, &re)
 		s.reject(w, r, received, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
-		return nil, nil
+		return nil
 	}
 	planStart := time.Now()
 	plan, err := s.opts.Planner.Plan(chat.Model)
@@ -87,14 +90,14 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) (*candidates.Re
 	if err != nil {
 		s.reject(w, r, received, http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model",
 			"the model '"+chat.Model+"' does not exist on this gateway")
-		return nil, nil
+		return nil
 	}
 	req := &candidates.Request{
 		ID: requestID(r.Context()), ClientRequestID: clientRequestID(r.Context()),
 		Model: chat.Model, Stream: chat.Stream, Client: clientName, Priority: prio,
-		Received: received, Candidates: plan,
+		Received: received, Candidates: plan, Chat: chat, Header: r.Header,
 	}
-	return req, newExchange(w, r, chat, s)
+	return req
 }
 
 // reject answers a request refused before planning (bad input, bad key,

@@ -142,8 +142,9 @@ models:
 	t.Cleanup(clients["p"].CloseIdle)
 	sched := admission.New(admission.Config{})
 	s := New(Options{
-		Planner: planner, Upstreams: clients, Admission: sched,
-		Runner:          &candidates.Runner{Admit: sched, Record: o, Now: time.Now},
+		Planner: planner, Admission: sched,
+		Runner: &candidates.Runner{Admit: sched, Record: o, Now: time.Now,
+			Upstreams: map[string]candidates.Sender{"p": clients["p"]}},
 		OnPanic:         o.panicked,
 		MaxRequestBytes: 1 << 20, StreamWriteTimeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -7,7 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/upstream"
 	"github.com/llmgw/gateway/internal/watchdog"
 )
 
@@ -60,28 +65,59 @@ func (w *discardWriter) Flush()                      {}
 // ResponseController would allocate an ErrNotSupported per event.
 func (w *discardWriter) SetWriteDeadline(time.Time) error { return nil }
 
+// streamSender answers every call with one stream from src.
+type streamSender struct{ src io.Reader }
+
+func (f streamSender) Send(context.Context, *upstream.Call) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},
+		Body: io.NopCloser(f.src), ContentLength: -1}, nil
+}
+
+type nopRecorder struct{}
+
+func (nopRecorder) RecordRequest(report.Request)     {}
+func (nopRecorder) RecordCandidate(report.Candidate) {}
+
 // BenchmarkRelayStreamEvent is the per-event cost of forwarding SSE: one op is
-// one event through relayStream, from the upstream body to a flushed write.
+// one event through relay, from the upstream body to a flushed write.
 func BenchmarkRelayStreamEvent(b *testing.B) {
-	w := &discardWriter{h: http.Header{}}
-	x := &exchange{w: w, rc: http.NewResponseController(w), s: &Server{opts: Options{StreamWriteTimeout: 30 * time.Second}}}
-	x.resp = &http.Response{
-		StatusCode: http.StatusOK,
-		Header:     http.Header{"Content-Type": {"text/event-stream"}},
-		Body:       io.NopCloser(&eventSource{n: b.N}),
+	routes, err := candidates.ParseRoutes([]byte(`
+providers:
+  - { name: p, base_url: "http://p.example/v1", api_keys: [k], max_concurrency: 1 }
+models:
+  - { name: m, candidates: [ { provider: p } ] }
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		b.Fatal(err)
 	}
-	a := &candidates.Attempt{Stream: true, Sent: func() {}}
-	ctx, watch := watchdog.Start(context.Background(), watchdog.SystemClock{}, time.Minute, time.Minute)
-	defer watch.Stop()
-	x.watch, x.admitted = watch, time.Now()
-	x.hold = watchdog.NewHold(watchdog.HoldFirstBody, func() {})
+	planner, err := candidates.NewPlanner(routes, candidates.PlannerOptions{DefaultFirstByte: time.Minute, DefaultQueueBudget: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sched := admission.New(admission.Config{GlobalLimit: 1})
+	defer func() { _ = sched.Close(context.Background()) }()
+	chat, err := upstream.ParseChatRequest([]byte(`{"model":"m","messages":[],"stream":true}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	plan, _ := planner.Plan("m")
+	runner := &candidates.Runner{Admit: sched, Record: nopRecorder{}, Now: time.Now, HoldMode: watchdog.HoldFirstBody,
+		Upstreams: map[string]candidates.Sender{"p": streamSender{&eventSource{n: b.N}}}}
+	s := &Server{opts: Options{StreamWriteTimeout: 30 * time.Second}}
+	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(chunkEvent)))
 	b.ResetTimer()
-	if err := x.relayStream(ctx, a); err != nil {
-		b.Fatal(err)
+	a, out := runner.Run(context.Background(), &candidates.Request{ID: uuid.New(), Model: "m", Stream: true,
+		Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Chat: chat})
+	if a == nil {
+		b.Fatalf("nothing committed: %+v", out)
 	}
+	out = s.relay(w, a)
 	b.StopTimer()
+	if out.Status != report.RequestSuccess {
+		b.Fatalf("outcome %+v", out)
+	}
 	if want := int64(b.N*len(chunkEvent) + len("data: [DONE]\n\n")); w.written != want {
 		b.Fatalf("relayed %d bytes, want %d", w.written, want)
 	}

@@ -20,8 +20,6 @@ import (
 	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/secret"
-	"github.com/llmgw/gateway/internal/upstream"
-	"github.com/llmgw/gateway/internal/watchdog"
 )
 
 // AdmissionStats is the admission view served at /admin/admission.
@@ -44,12 +42,10 @@ type ReportStore interface {
 type Options struct {
 	Planner            *candidates.Planner
 	Runner             *candidates.Runner
-	Upstreams          map[string]*upstream.Client // by provider name
 	Admission          AdmissionStats
 	Health             HealthStats // nil: /admin/health answers an empty list
 	Reports            ReportStore // nil: records off
 	Clients            *ClientKeys // nil: the API is open
-	HoldMode           watchdog.HoldMode
 	MaxRequestBytes    int64
 	StreamWriteTimeout time.Duration
 	AdminToken         secret.String
@@ -62,8 +58,9 @@ type Options struct {
 	OnRejected         func(status int)      // counts requests refused before planning; optional
 	AccessLog          bool                  // one info line per API request (GATEWAY_ACCESS_LOG)
 	// TestHook, when set, is called at named points of an attempt
-	// ("attempt" before the provider call, "streaming" after the first
-	// event reached the client). Fault tests use it to inject panics.
+	// ("attempt" before the provider call, through the Runner; "streaming"
+	// after the first event reached the client). Fault tests use it to
+	// inject panics.
 	TestHook func(point string)
 }
 
@@ -133,7 +130,10 @@ func New(opts Options) *Server {
 }
 
 // SetTestHook installs Options.TestHook; call it before serving traffic.
-func (s *Server) SetTestHook(f func(point string)) { s.opts.TestHook = f }
+func (s *Server) SetTestHook(f func(point string)) {
+	s.opts.TestHook = f
+	s.opts.Runner.TestHook = f
+}
 
 // ServeHTTP implements http.Handler. Chat completions, nearly all of the
 // traffic, go straight to their handler, wrapped in the same middlewares;

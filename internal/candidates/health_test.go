@@ -3,6 +3,7 @@ package candidates
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -67,15 +68,26 @@ type scripted struct {
 	tries map[string]int
 }
 
-func (s *scripted) Execute(_ context.Context, a *Attempt) error {
-	name := a.Candidate.Provider().Name
-	s.tries[name]++
-	if err := s.fail[name]; err != nil {
-		return err
+// sender is the Sender of one provider of a scripted upstream.
+type sender struct {
+	s    *scripted
+	name string
+}
+
+func (p sender) Send(ctx context.Context, call *upstream.Call) (*http.Response, error) {
+	p.s.tries[p.name]++
+	if err := p.s.fail[p.name]; err != nil {
+		return nil, err
 	}
-	a.Committed, a.Status, a.FirstByte = true, 200, time.Millisecond
-	a.Sent()
-	return nil
+	return succeed{}.Send(ctx, call)
+}
+
+func (s *scripted) senders(names ...string) map[string]Sender {
+	m := map[string]Sender{}
+	for _, n := range names {
+		m[n] = sender{s, n}
+	}
+	return m
 }
 
 const healthRoutes = `
@@ -114,7 +126,7 @@ func newHealthRig(t *testing.T, src string) *healthRig {
 }
 
 // do runs one request and returns its candidate rows as status(/skip reason).
-func (h *healthRig) do(t *testing.T, exec Executor) []string {
+func (h *healthRig) do(t *testing.T, ex *scripted) []string {
 	t.Helper()
 	plan, err := h.plan.Plan("m")
 	if err != nil {
@@ -122,8 +134,9 @@ func (h *healthRig) do(t *testing.T, exec Executor) []string {
 	}
 	l := &ledger{cands: map[int]report.Candidate{}}
 	h.run.Record = l
-	h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Priority: admission.Interactive,
-		Received: h.clock.Now(), Candidates: plan}, exec)
+	h.run.Upstreams = ex.senders("a", "b")
+	runAll(h.run, &Request{ID: uuid.New(), Model: "m", Priority: admission.Interactive,
+		Received: h.clock.Now(), Candidates: plan, Chat: chatOf("m")})
 	var rows []string
 	for i := range plan {
 		c := l.cands[i]

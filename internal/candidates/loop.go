@@ -12,6 +12,7 @@ import (
 	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
+	"github.com/llmgw/gateway/internal/watchdog"
 )
 
 // Admitter grants the slots of one attempt (implemented by admission.Scheduler).
@@ -24,36 +25,6 @@ type Admitter interface {
 type Recorder interface {
 	RecordRequest(report.Request)
 	RecordCandidate(report.Candidate)
-}
-
-// Executor performs one admitted attempt: it calls the provider and, once the
-// provider has really started, writes the response to the client. It must set
-// Attempt.Committed before the first byte goes to the client and never write
-// anything for an attempt that fails before that. It returns nil for a
-// relayed success and otherwise an error the Runner classifies. It never
-// writes an error to the client itself: the Runner decides the outcome first,
-// and the caller speaks (DESIGN habit: decide, then speak).
-type Executor interface {
-	Execute(ctx context.Context, a *Attempt) error
-}
-
-// Attempt is one candidate's try, shared between the Runner and the Executor.
-type Attempt struct {
-	Candidate *Candidate
-	Lease     *admission.Lease
-	Stream    bool
-
-	// Set by the Executor.
-	Committed bool          // bytes (at least headers) reached the client
-	Status    int           // upstream status of a success
-	FirstByte time.Duration // admission to first forwarded event (stream) or response headers
-	Usage     upstream.Usage
-	HasUsage  bool
-
-	// Sent is called by the Executor once, right after the attempt's first
-	// bytes were written to the client: a stream's first event, or the start
-	// of a non-streaming body.
-	Sent func()
 }
 
 // ClientWriteError is a failed write to the client: the client went away or
@@ -76,6 +47,8 @@ type Request struct {
 	Priority        admission.Priority
 	Received        time.Time
 	Candidates      []Candidate
+	Chat            *upstream.ChatRequest // the body, replayed for each attempt with its model
+	Header          http.Header           // the client's request headers (filtered by upstream.Send)
 }
 
 // Outcome is how a request ended. When Committed is false the caller writes
@@ -110,16 +83,31 @@ type Observer interface {
 
 // Runner is the attempt loop.
 type Runner struct {
-	Admit   Admitter
-	Record  Recorder
-	Observe Observer // optional
-	Now     func() time.Time
+	Admit     Admitter
+	Record    Recorder
+	Observe   Observer          // optional
+	Upstreams map[string]Sender // by provider name
+	HoldMode  watchdog.HoldMode // when a stream's execution slot is released
+	Now       func() time.Time
+	Clock     watchdog.Clock // arms the attempts' deadlines; nil: the process clock
+	// TestHook, when set, is called with "attempt" before each provider
+	// call. Fault tests use it to inject panics.
+	TestHook func(point string)
+}
+
+func (r *Runner) clock() watchdog.Clock {
+	if r.Clock == nil {
+		return watchdog.SystemClock{}
+	}
+	return r.Clock
 }
 
 // walk is the state of one Run.
 type walk struct {
 	r          *Runner
 	req        *Request
+	ctx        context.Context    // the request's
+	att        Attempt            // the attempt in flight; attempts of one request run one after another
 	rows       []report.Candidate // current record of each candidate
 	retryable  bool               // every failure so far was admission or 429
 	timedOut   bool               // the last failure was a timeout (not admission)
@@ -136,20 +124,23 @@ type walk struct {
 	unrecorded int         // skips in cooled not recorded yet
 }
 
-// Run walks the candidates in order until one settles the request.
-//
-// Run, run and attempt stay on the goroutine's stack for as long as a stream
-// is relayed, so they are kept thin: records, classification and outcomes
-// are built in helpers that have returned by then. With their frames small
-// the handler's stack fits in 8 KiB instead of 16 KiB, which is most of the
-// gateway's memory per open stream (docs/benchmarks.md).
-func (r *Runner) Run(ctx context.Context, req *Request, exec Executor) *Outcome {
-	w := &walk{r: r, req: req, retryable: true, current: -1}
+// Run walks the candidates in order until one commits or the request ends.
+// Before the commit point it owns every attempt: admission, the upstream
+// call, the watchdog and the first events; every failover happens here. It
+// returns either the committed attempt, which the caller relays and ends with
+// Attempt.Finish, or the request's outcome when nothing committed (the
+// records are settled either way). Run has returned before a single byte is
+// relayed, so the frames that live as long as a stream are the caller's.
+func (r *Runner) Run(ctx context.Context, req *Request) (*Attempt, *Outcome) {
+	w := &walk{r: r, req: req, ctx: ctx, retryable: true, current: -1}
+	w.att.w = w
 	w.recordPlanned()
 	defer w.recordPanic()
-	w.run(ctx, exec)
+	if w.run(ctx) {
+		return &w.att, nil
+	}
 	w.finishRequest()
-	return &w.out
+	return nil, &w.out
 }
 
 // recordPlanned writes the pending request and its available candidates.
@@ -172,16 +163,22 @@ func (w *walk) recordPlanned() {
 	}
 }
 
-// recordPanic keeps the ledger true when the attempt loop or an executor
-// panics: the candidate in flight fails with gateway_internal_error, the rest
-// are unused and the request fails with 500. Slots are released by the
-// attempt's own deferred Release. The panic continues to the HTTP layer,
-// which answers 500 or aborts the connection.
+// recordPanic keeps the ledger true when the loop panics before a commit:
+// the attempt in flight lets go of its slots, its candidate fails with
+// gateway_internal_error, the rest are unused and the request fails with
+// 500. The panic continues to the HTTP layer, which answers 500.
 func (w *walk) recordPanic() {
 	v := recover()
 	if v == nil {
 		return
 	}
+	w.att.close()
+	w.panicked()
+	panic(v)
+}
+
+// panicked settles a request whose handling panicked.
+func (w *walk) panicked() {
 	if w.current >= 0 {
 		w.healthDone(w.current, health.Verdict{})
 		switch w.rows[w.current].Status {
@@ -192,25 +189,24 @@ func (w *walk) recordPanic() {
 	w.stop(0, Outcome{Status: report.RequestFailed, StatusCode: http.StatusInternalServerError,
 		ErrorType: report.ErrorTypeInternal})
 	w.finishRequest()
-	panic(v)
 }
 
-// run attempts the candidates in order until one settles the request, and
-// leaves the outcome in w.out.
-func (w *walk) run(ctx context.Context, exec Executor) {
+// run attempts the candidates in order until one commits (it reports true)
+// or the request ends, with its outcome in w.out.
+func (w *walk) run(ctx context.Context) (committed bool) {
 	for i := range w.req.Candidates {
 		if w.rows[i].Status != report.CandidateAvailable {
 			continue // skipped by an earlier provider-scoped failure
 		}
 		if ctx.Err() != nil {
 			w.stopGone(ctx, i)
-			return
+			return false
 		}
 		if w.cooling(i) {
 			continue
 		}
-		if w.attempt(ctx, i, exec) {
-			return
+		if w.attempt(ctx, i) {
+			return w.att.committed()
 		}
 	}
 	// Health never fails a request without an attempt: when every
@@ -218,14 +214,15 @@ func (w *walk) run(ctx context.Context, exec Executor) {
 	if i := w.coolest(); i >= 0 {
 		if ctx.Err() != nil {
 			w.stopGone(ctx, i)
-			return
+			return false
 		}
 		w.probe = w.req.Candidates[i].Target.Health.Force()
-		if w.attempt(ctx, i, exec) {
-			return
+		if w.attempt(ctx, i) {
+			return w.att.committed()
 		}
 	}
 	w.exhausted()
+	return false
 }
 
 // cooling reports whether candidate i's target is cooling down (or another
@@ -295,23 +292,23 @@ func (w *walk) healthDone(i int, v health.Verdict) {
 	}
 }
 
-// stopGone settles a request whose context ended before candidate i. Not
-// inlined: its Outcome temporaries would otherwise sit in run's frame for
-// the whole stream.
-//
-//go:noinline
+// stopGone settles a request whose context ended before candidate i.
 func (w *walk) stopGone(ctx context.Context, i int) { w.stop(i, w.clientGone(ctx)) }
 
-// attempt runs candidate i and reports whether the request is settled.
-func (w *walk) attempt(ctx context.Context, i int, exec Executor) (done bool) {
+// attempt tries candidate i up to the commit point and reports whether the
+// request is settled: committed, or ended without a commit.
+func (w *walk) attempt(ctx context.Context, i int) (done bool) {
 	lease, done := w.admit(ctx, i)
 	if lease == nil {
 		return done
 	}
-	defer w.release(lease)
 	a := w.begin(i, lease)
-	err := exec.Execute(ctx, a)
-	return w.end(ctx, i, a, err)
+	err := a.open(ctx)
+	if err == nil {
+		return true
+	}
+	a.close()
+	return w.end(a, err)
 }
 
 // admit acquires candidate i's slots. Without a lease, done reports whether
@@ -333,8 +330,8 @@ func (w *walk) admit(ctx context.Context, i int) (lease *admission.Lease, done b
 		}
 		return nil, w.admissionFailed(ctx, i, start, err)
 	}
-	// A granted wait is observed in begin, once attempt has deferred the
-	// lease's release: nothing between the grant and that defer may panic.
+	// A granted wait is observed in begin, once the attempt holds the
+	// lease: nothing between the grant and that may panic.
 	w.admitStart = start
 	return lease, false
 }
@@ -346,48 +343,40 @@ func (w *walk) release(lease *admission.Lease) {
 	}
 }
 
-// begin records candidate i as pending and hands out its Attempt.
+// begin hands candidate i's slots to the attempt and records it pending.
 func (w *walk) begin(i int, lease *admission.Lease) *Attempt {
-	row := &w.rows[i]
 	admitted := w.r.Now()
+	w.att.reset(i, lease, admitted)
 	if w.r.Observe != nil {
 		w.r.Observe.AdmissionWait(&w.req.Candidates[i], admitted.Sub(w.admitStart), nil)
 	}
+	row := &w.rows[i]
 	row.Status, row.StartedAt = report.CandidatePending, admitted
 	w.r.Record.RecordCandidate(*row)
-	a := &Attempt{Candidate: &w.req.Candidates[i], Lease: lease, Stream: w.req.Stream}
-	a.Sent = func() {
-		w.sent = w.r.Now()
-		// The target answered: that is the success health counts, even if
-		// a long stream breaks later (failures after commit never count).
-		if h := a.Candidate.Target.Health; h != nil {
-			h.FirstByte(a.FirstByte)
-		}
-		w.healthDone(i, health.Verdict{Success: true})
-		if a.Stream {
-			row.Status = report.CandidateStreaming
-			row.FirstByte = a.FirstByte
-			w.r.Record.RecordCandidate(*row)
-		}
-	}
-	return a
+	return &w.att
 }
 
 // end records how candidate i's attempt ended and reports whether the
-// request is settled.
-func (w *walk) end(ctx context.Context, i int, a *Attempt, err error) (done bool) {
+// request is settled. err nil is a relayed success.
+func (w *walk) end(a *Attempt, err error) (done bool) {
+	i := a.i
 	row := &w.rows[i]
 	now := w.r.Now()
-	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.FirstByte
-	if a.FirstByte > 0 && w.r.Observe != nil {
-		w.r.Observe.FirstByte(a.Candidate, a.FirstByte)
+	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.fb
+	if a.fb > 0 && w.r.Observe != nil {
+		w.r.Observe.FirstByte(&w.req.Candidates[i], a.fb)
 	}
 	if err == nil {
-		w.settle(i, report.CandidateSuccess, a.Status, "", "")
+		w.settle(i, report.CandidateSuccess, a.resp.StatusCode, "", "")
 		return w.stop(i+1, Outcome{Status: report.RequestSuccess, StatusCode: http.StatusOK, Committed: true,
-			Usage: a.Usage, HasUsage: a.HasUsage})
+			Usage: a.usage, HasUsage: a.hasUsage})
 	}
-	return w.classify(ctx, i, a, err)
+	var ended error
+	if w.ctx.Err() != nil {
+		ended = context.Cause(w.ctx)
+	}
+	committed := a.committed()
+	return w.apply(i, Classify(err, committed, ended), committed)
 }
 
 func (w *walk) admissionFailed(ctx context.Context, i int, start time.Time, err error) (done bool) {
@@ -399,15 +388,6 @@ func (w *walk) admissionFailed(ctx context.Context, i int, start time.Time, err 
 	now := w.r.Now()
 	row.StartedAt, row.FinishedAt, row.Latency = start, now, now.Sub(start)
 	return w.apply(i, Classify(&AdmissionError{Err: err}, false, nil), false)
-}
-
-// classify turns a failed attempt into a record and a decision.
-func (w *walk) classify(ctx context.Context, i int, a *Attempt, err error) (done bool) {
-	var ended error
-	if ctx.Err() != nil {
-		ended = context.Cause(ctx)
-	}
-	return w.apply(i, Classify(err, a.Committed, ended), a.Committed)
 }
 
 // apply records candidate i's failure and acts on it: the request ends, or

@@ -2,6 +2,9 @@ package candidates
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +12,7 @@ import (
 
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/upstream"
 )
 
 // panicObserver panics at the named observation; the others are no-ops.
@@ -38,11 +42,41 @@ type ledger struct {
 func (l *ledger) RecordRequest(r report.Request)     { l.req = r }
 func (l *ledger) RecordCandidate(c report.Candidate) { l.cands[c.Index] = c }
 
+// succeed answers every call with a small non-streaming 200.
 type succeed struct{}
 
-func (succeed) Execute(_ context.Context, a *Attempt) error {
-	a.Committed, a.Status, a.FirstByte = true, 200, time.Millisecond
-	return nil
+func (succeed) Send(context.Context, *upstream.Call) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Header: http.Header{}, ContentLength: 2,
+		Body: io.NopCloser(strings.NewReader("{}"))}, nil
+}
+
+// runAll runs req and, when an attempt commits, relays it to nowhere the way
+// the HTTP handler does, returning the request's outcome.
+func runAll(r *Runner, req *Request) *Outcome {
+	a, out := r.Run(context.Background(), req)
+	if a == nil {
+		return out
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			a.Abort()
+			panic(v)
+		}
+	}()
+	a.Sent()
+	for {
+		if _, err := a.Next(); err != nil {
+			return a.Finish(err)
+		}
+	}
+}
+
+func chatOf(model string) *upstream.ChatRequest {
+	c, err := upstream.ParseChatRequest([]byte(`{"model":"` + model + `","messages":[]}`))
+	if err != nil {
+		panic(err)
+	}
+	return c
 }
 
 // TestPanicReleasesSlots: whichever observation of an attempt panics, the
@@ -70,15 +104,16 @@ models:
 				t.Fatal(err)
 			}
 			l := &ledger{cands: map[int]report.Candidate{}}
-			r := &Runner{Admit: sched, Record: l, Observe: panicObserver{at: at}, Now: time.Now}
+			r := &Runner{Admit: sched, Record: l, Observe: panicObserver{at: at}, Now: time.Now,
+				Upstreams: map[string]Sender{"a": succeed{}}}
 			func() {
 				defer func() {
 					if recover() == nil {
 						t.Fatal("the panic did not reach the caller")
 					}
 				}()
-				r.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Priority: admission.Interactive,
-					Received: time.Now(), Candidates: plan}, succeed{})
+				runAll(r, &Request{ID: uuid.New(), Model: "m", Priority: admission.Interactive,
+					Received: time.Now(), Candidates: plan, Chat: chatOf("m")})
 			}()
 			if !sched.Idle() {
 				t.Fatalf("slots held after a panic at %s: %+v", at, sched.Stats().Global)

@@ -93,10 +93,15 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		src.Reports = g.Reports
 	}
 	g.Metrics = metrics.New(src)
-	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics, Now: time.Now}
+	senders := make(map[string]candidates.Sender, len(g.Upstreams))
+	for name, c := range g.Upstreams {
+		senders[name] = c
+	}
+	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics, Upstreams: senders,
+		HoldMode: cfg.HoldMode, Now: time.Now}
 	g.API = api.New(api.Options{
-		Planner: planner, Runner: runner, Upstreams: g.Upstreams, Admission: g.Scheduler, Reports: store,
-		Clients: api.NewClientKeys(routes.Clients), HoldMode: cfg.HoldMode, Health: g.Health,
+		Planner: planner, Runner: runner, Admission: g.Scheduler, Reports: store,
+		Clients: api.NewClientKeys(routes.Clients), Health: g.Health,
 		MaxRequestBytes: int64(cfg.MaxRequestBytes), StreamWriteTimeout: cfg.StreamWriteTimeout,
 		ReadBodyTimeout: cfg.ReadBodyTimeout,
 		AdminToken:      cfg.AdminToken, PProf: bool(cfg.PProf), Logger: log,

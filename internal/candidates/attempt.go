@@ -1,0 +1,310 @@
+package candidates
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/health"
+	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/upstream"
+	"github.com/llmgw/gateway/internal/watchdog"
+)
+
+// Sender sends one attempt's request to its provider (implemented by
+// upstream.Client, one per provider).
+type Sender interface {
+	Send(ctx context.Context, call *upstream.Call) (*http.Response, error)
+}
+
+// Attempt is one candidate's try, from admission to its end: its slots, its
+// watchdog, the upstream response and the bytes held back before the commit
+// point. Before the commit point the loop owns it and fails over on any
+// failure; Run hands out the one attempt that committed, and the caller
+// relays it (First, Sent, Next) and ends it with Finish, which settles the
+// records. Its buffers are reused by the next attempt of the same request.
+type Attempt struct {
+	w *walk
+	i int // candidate index
+
+	lease    *admission.Lease
+	ctx      context.Context // the upstream request's: the watchdog's child of the request's
+	watch    *watchdog.Watch
+	hold     watchdog.Hold
+	resp     *http.Response
+	events   *upstream.EventReader // streams
+	buf      *[]byte               // non-stream: pooled read buffer
+	first    []byte                // the held bytes: the first event, or the first body bytes
+	eof      bool                  // non-stream: the body ended with the first read
+	tail     []byte                // non-stream: the body's last bytes, for its usage
+	admitted time.Time
+	fb       time.Duration // admission to the first event (stream) or response headers
+	usage    upstream.Usage
+	hasUsage bool
+	finished bool // closed: slots released
+	settled  bool // the request's outcome is recorded
+}
+
+// open sends the attempt's request and reads up to the commit point: the
+// first event of a stream that is not a comment, or the first bytes of a
+// body. nil means the attempt committed; nothing was written to the client
+// either way.
+func (a *Attempt) open(parent context.Context) error {
+	w, c := a.w, &a.w.req.Candidates[a.i]
+	prov := c.Target.Provider
+	if h := w.r.TestHook; h != nil {
+		h("attempt")
+	}
+	var firstByte, idle time.Duration
+	if w.req.Stream {
+		firstByte, idle = prov.FirstByte, prov.Idle
+	}
+	a.ctx, a.watch = watchdog.Start(parent, w.r.clock(), firstByte, idle)
+	a.watch.Limit(prov.Total, upstream.ErrTotalTimeout)
+	resp, err := w.r.Upstreams[prov.Name].Send(a.ctx, &upstream.Call{
+		URL: prov.ChatURL, Key: c.Target.Key, Extra: prov.Headers, ClientHeader: w.req.Header,
+		Body: w.req.Chat.WithModel(c.Model), Stream: w.req.Stream,
+	})
+	if err != nil {
+		return cause(a.ctx, err)
+	}
+	a.resp = resp
+	if !w.req.Stream {
+		a.fb = w.r.Now().Sub(a.admitted)
+		return a.openBody()
+	}
+	a.hold = watchdog.NewHold(w.r.HoldMode, a.lease.ReleaseGlobal)
+	a.hold.Headers()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		return &upstream.ProtocolError{Err: errors.New("stream answered with Content-Type " + strconv.Quote(ct))}
+	}
+	a.events = upstream.NewEventReader(resp.Body)
+	for {
+		ev, comment, err := a.events.Next()
+		if err == io.EOF {
+			return &upstream.ProtocolError{Err: errors.New("stream ended before its first event")}
+		}
+		if err != nil {
+			return a.readError(err)
+		}
+		if comment {
+			continue // the client sees nothing until a candidate really starts
+		}
+		if !a.watch.FirstByte() {
+			return watchdog.ErrFirstByteTimeout
+		}
+		a.fb = w.r.Now().Sub(a.admitted)
+		a.first = ev
+		return nil
+	}
+}
+
+var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// openBody reads a non-streaming answer's first bytes, so that a body that
+// fails at once can still fail over.
+func (a *Attempt) openBody() error {
+	a.buf = bodyBufs.Get().(*[]byte)
+	n, err := a.resp.Body.Read(*a.buf)
+	switch {
+	case n > 0:
+		a.first = (*a.buf)[:n]
+		a.tail = keepTail(a.tail, a.first)
+		a.eof = err == io.EOF
+	case err == io.EOF:
+		a.first, a.eof = (*a.buf)[:0], true
+	case err != nil:
+		return a.readError(err)
+	}
+	return nil
+}
+
+// committed reports whether the attempt passed its commit point.
+func (a *Attempt) committed() bool { return a.first != nil || a.eof }
+
+// Status is the upstream's status code of the committed answer.
+func (a *Attempt) Status() int { return a.resp.StatusCode }
+
+// Header is the upstream's response header of the committed answer.
+func (a *Attempt) Header() http.Header { return a.resp.Header }
+
+// ContentLength is the upstream's Content-Length, -1 when unknown.
+func (a *Attempt) ContentLength() int64 { return a.resp.ContentLength }
+
+// Stream reports whether the answer is an event stream.
+func (a *Attempt) Stream() bool { return a.events != nil }
+
+// First returns the bytes held at the commit point: the first event of a
+// stream (a complete SSE event), or the first bytes of a body. Valid until
+// the next call to Next.
+func (a *Attempt) First() []byte { return a.first }
+
+// Sent tells the attempt its first bytes reached the client: the stream is
+// recorded streaming, health learns of the success and the first-byte
+// time, and the hold mode may release the execution slot.
+func (a *Attempt) Sent() {
+	w, i := a.w, a.i
+	w.sent = w.r.Now()
+	// The target answered: that is the success health counts, even if a
+	// long stream breaks later (failures after commit never count).
+	if h := w.req.Candidates[i].Target.Health; h != nil {
+		h.FirstByte(a.fb)
+	}
+	w.healthDone(i, health.Verdict{Success: true})
+	if a.Stream() {
+		row := &w.rows[i]
+		row.Status, row.FirstByte = report.CandidateStreaming, a.fb
+		w.r.Record.RecordCandidate(*row)
+		a.hold.FirstBody()
+	}
+}
+
+// Next returns the next bytes to relay: the next event of a stream
+// (comments included), or the next chunk of a body. io.EOF is a complete
+// answer; any other error ends it (pass it to Finish). The bytes are valid
+// until the next call.
+func (a *Attempt) Next() ([]byte, error) {
+	if a.events != nil {
+		ev, _, err := a.events.Next()
+		if err != nil {
+			if err == io.EOF {
+				return nil, io.EOF
+			}
+			return nil, a.readError(err)
+		}
+		a.watch.Activity()
+		if u, ok := upstream.EventUsage(ev); ok {
+			a.usage, a.hasUsage = u, true
+		}
+		return ev, nil
+	}
+	if a.eof {
+		return nil, io.EOF
+	}
+	n, err := a.resp.Body.Read(*a.buf)
+	if n > 0 {
+		b := (*a.buf)[:n]
+		a.tail = keepTail(a.tail, b)
+		a.eof = err == io.EOF
+		return b, nil
+	}
+	if err == io.EOF {
+		return nil, io.EOF
+	}
+	if err == nil {
+		return (*a.buf)[:0], nil
+	}
+	return nil, a.readError(err)
+}
+
+// readError turns a failed read of the upstream body into the attempt's
+// error: a watchdog or total timeout, the request's own end (Classify tells
+// them apart), or else a protocol error.
+func (a *Attempt) readError(err error) error {
+	if a.ctx.Err() != nil {
+		return cause(a.ctx, err)
+	}
+	var pe *upstream.ProtocolError
+	if !errors.As(err, &pe) {
+		err = &upstream.ProtocolError{Err: err}
+	}
+	return err
+}
+
+// Finish ends the committed attempt with how its relay ended: nil or io.EOF
+// for a complete answer, else the error (a *ClientWriteError when the client
+// could not be written to). It releases the attempt's slots, settles the
+// records and returns the request's outcome. The caller answers the client
+// only after Finish: the outcome is decided from what happened, before
+// anything the client does in reaction can change it. Calling it again
+// returns the same outcome.
+func (a *Attempt) Finish(err error) *Outcome {
+	w := a.w
+	if a.settled {
+		return &w.out
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	if a.events == nil && err == nil {
+		a.usage, a.hasUsage = upstream.TailUsage(a.tail)
+	}
+	a.close()
+	w.end(a, err)
+	w.finishRequest()
+	a.settled = true
+	return &w.out
+}
+
+// Abort ends a committed attempt whose relay (or Finish) panicked: the
+// slots are released and, unless the outcome was already recorded, the
+// candidate fails with gateway_internal_error and the request with 500. The
+// caller re-panics.
+func (a *Attempt) Abort() {
+	a.close()
+	if !a.settled {
+		a.settled = true
+		a.w.panicked()
+	}
+}
+
+// close lets go of everything the attempt holds. Safe to call again.
+func (a *Attempt) close() {
+	if a.finished || a.lease == nil {
+		return
+	}
+	a.finished = true
+	if a.events != nil {
+		a.hold.End()
+		a.events.Close()
+	}
+	if a.watch != nil {
+		a.watch.Stop()
+	}
+	if a.resp != nil {
+		_ = a.resp.Body.Close()
+	}
+	if a.buf != nil {
+		bodyBufs.Put(a.buf)
+	}
+	a.w.release(a.lease)
+}
+
+// reset readies the attempt for candidate i's try.
+func (a *Attempt) reset(i int, lease *admission.Lease, admitted time.Time) {
+	w, tail := a.w, a.tail[:0]
+	*a = Attempt{w: w, i: i, lease: lease, admitted: admitted, tail: tail}
+}
+
+// cause replaces a bare cancellation error with why the context ended: a
+// watchdog, the total timeout, or the request's end (the loop checks the
+// latter).
+func cause(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		if c := context.Cause(ctx); c != nil {
+			return c
+		}
+	}
+	return err
+}
+
+// usageTail is how much of a non-streaming body is kept to find its usage.
+const usageTail = 4 << 10
+
+func keepTail(tail, b []byte) []byte {
+	if len(b) >= usageTail {
+		return append(tail[:0], b[len(b)-usageTail:]...)
+	}
+	tail = append(tail, b...)
+	if len(tail) > 2*usageTail {
+		n := copy(tail, tail[len(tail)-usageTail:])
+		tail = tail[:n]
+	}
+	return tail
+}
