@@ -1,13 +1,12 @@
 package deploy
 
 import (
-	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -16,6 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compose-spec/compose-go/v2/loader"
+	composetypes "github.com/compose-spec/compose-go/v2/types"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/common/promslog"
+	promconfig "github.com/prometheus/prometheus/config"
+	"github.com/prometheus/prometheus/discovery"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/llmgw/gateway/internal/admission"
@@ -36,45 +43,6 @@ const (
 	composeFile    = "../docker-compose.yml"
 )
 
-// tool finds an external validator on PATH. A missing tool fails the test,
-// locally too: the files it checks would otherwise go unvalidated.
-func tool(t *testing.T, name, debPackage string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	install := "apt-get install -y --no-install-recommends " + debPackage
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found on PATH under CI=true: .ci/run must install Debian's %s package (%s)", name, debPackage, install)
-	}
-	t.Fatalf("%s not found on PATH: install it with `%s` (see deploy/README.md); the deployment files cannot be validated without it", name, install)
-	return ""
-}
-
-// run executes a validator with a deadline and returns its stdout; any
-// failure fails the test with both output streams.
-func run(t *testing.T, dir, name string, args ...string) string {
-	t.Helper()
-	return runEnv(t, dir, nil, name, args...)
-}
-
-// runEnv is run with the given environment (nil: the test's own).
-func runEnv(t *testing.T, dir string, env []string, name string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = env
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %s: %v\nstdout:\n%s\nstderr:\n%s", filepath.Base(name), strings.Join(args, " "), err, stdout.String(), stderr.String())
-	}
-	return stdout.String()
-}
-
 func readYAML(t *testing.T, path string, into any) {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -86,36 +54,79 @@ func readYAML(t *testing.T, path string, into any) {
 	}
 }
 
+// samePath returns a predicate matching the paths that name the same file
+// as want, whether relative to the test's directory or absolute.
+func samePath(want string) func(string) bool {
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return filepath.Clean(p)
+	}
+	w := abs(want)
+	return func(p string) bool { return abs(p) == w }
+}
+
 // ---------------------------------------------------------------- Prometheus
 
+// promqlParser parses PromQL with the options `promtool` and a server use
+// when no experimental feature flag is set.
+var promqlParser = parser.NewParser(parser.Options{})
+
+// TestPrometheusConfig loads prometheus.yml with Prometheus' own config
+// loader, which is what `promtool check config` and the server run: unknown
+// fields, bad durations or relabel rules fail here, not at `docker compose
+// up`. Its rule files must exist and parse, and the gateway job must match
+// what the alerts select.
 func TestPrometheusConfig(t *testing.T) {
 	t.Parallel()
-	promtool := tool(t, "promtool", "prometheus")
-	run(t, ".", promtool, "check", "config", promConfig)
-
-	var cfg struct {
-		RuleFiles     []string `yaml:"rule_files"`
-		ScrapeConfigs []struct {
-			JobName        string `yaml:"job_name"`
-			MetricsPath    string `yaml:"metrics_path"`
-			ScrapeInterval string `yaml:"scrape_interval"`
-			StaticConfigs  []struct {
-				Targets []string `yaml:"targets"`
-			} `yaml:"static_configs"`
-		} `yaml:"scrape_configs"`
+	cfg, err := promconfig.LoadFile(promConfig, false, promslog.NewNopLogger())
+	if err != nil {
+		t.Fatalf("prometheus config: %v", err)
 	}
-	readYAML(t, promConfig, &cfg)
-	if !slices.Contains(cfg.RuleFiles, filepath.Base(promRules)) {
-		t.Errorf("rule_files %v does not load %s", cfg.RuleFiles, filepath.Base(promRules))
+	// As `promtool check config`: a rule file named without a glob must
+	// exist, and every rule file must parse.
+	var ruleFiles []string
+	for _, rf := range cfg.RuleFiles {
+		m, err := filepath.Glob(rf)
+		if err != nil {
+			t.Fatalf("rule_files %q: %v", rf, err)
+		}
+		if len(m) == 0 && !strings.ContainsAny(rf, "*?[") {
+			t.Errorf("rule_files: %q does not exist", rf)
+		}
+		ruleFiles = append(ruleFiles, m...)
+	}
+	for _, rf := range ruleFiles {
+		if _, errs := rulefmt.ParseFile(rf, false, model.UTF8Validation, promqlParser, promslog.NewNopLogger()); errs != nil {
+			t.Errorf("rule file %s: %v", rf, errors.Join(errs...))
+		}
+	}
+	if !slices.ContainsFunc(ruleFiles, samePath(promRules)) {
+		t.Errorf("rule_files %v does not load %s", cfg.RuleFiles, promRules)
+	}
+
+	scrapeConfigs, err := cfg.GetScrapeConfigs()
+	if err != nil {
+		t.Fatalf("prometheus scrape configs: %v", err)
 	}
 	found := false
-	for _, sc := range cfg.ScrapeConfigs {
-		for _, st := range sc.StaticConfigs {
-			if slices.Contains(st.Targets, "gateway:8080") {
-				found = true
-				if sc.JobName != "gateway" || sc.MetricsPath != "/metrics" || sc.ScrapeInterval != "15s" {
-					t.Errorf("gateway scrape: job %q path %q interval %q, want gateway /metrics 15s (alerts select job=\"gateway\")",
-						sc.JobName, sc.MetricsPath, sc.ScrapeInterval)
+	for _, sc := range scrapeConfigs {
+		for _, sd := range sc.ServiceDiscoveryConfigs {
+			static, ok := sd.(discovery.StaticConfig)
+			if !ok {
+				continue
+			}
+			for _, group := range static {
+				for _, target := range group.Targets {
+					if target[model.AddressLabel] != "gateway:8080" {
+						continue
+					}
+					found = true
+					if sc.JobName != "gateway" || sc.MetricsPath != "/metrics" || time.Duration(sc.ScrapeInterval) != 15*time.Second {
+						t.Errorf("gateway scrape: job %q path %q interval %s, want gateway /metrics 15s (alerts select job=\"gateway\")",
+							sc.JobName, sc.MetricsPath, sc.ScrapeInterval)
+					}
 				}
 			}
 		}
@@ -125,40 +136,35 @@ func TestPrometheusConfig(t *testing.T) {
 	}
 }
 
-type ruleFile struct {
-	Groups []struct {
-		Name  string `yaml:"name"`
-		Rules []struct {
-			Alert       string            `yaml:"alert"`
-			Record      string            `yaml:"record"`
-			Expr        string            `yaml:"expr"`
-			Labels      map[string]string `yaml:"labels"`
-			Annotations map[string]string `yaml:"annotations"`
-		} `yaml:"rules"`
-	} `yaml:"groups"`
-}
-
+// TestAlertRules validates alerts.yml as `promtool check rules` does (schema,
+// PromQL of every expression, templates of labels and annotations), runs the
+// unit tests of alerts_test.yml on the same rule evaluation a server does,
+// and checks each alert's labelling and that a test proves it fires.
 func TestAlertRules(t *testing.T) {
 	t.Parallel()
-	promtool := tool(t, "promtool", "prometheus")
-	run(t, ".", promtool, "check", "rules", promRules)
-	// The unit tests prove when each alert fires (and when it stays silent).
-	run(t, filepath.Dir(promRulesTest), promtool, "test", "rules", filepath.Base(promRulesTest))
-
-	var rules ruleFile
-	readYAML(t, promRules, &rules)
-	var tests struct {
-		Tests []struct {
-			AlertRuleTest []struct {
-				Alertname string `yaml:"alertname"`
-				ExpAlerts []any  `yaml:"exp_alerts"`
-			} `yaml:"alert_rule_test"`
-		} `yaml:"tests"`
+	rgs, errs := rulefmt.ParseFile(promRules, false, model.UTF8Validation, promqlParser, promslog.NewNopLogger())
+	if errs != nil {
+		t.Fatalf("alert rules: %v", errors.Join(errs...))
 	}
-	readYAML(t, promRulesTest, &tests)
+	// The unit tests prove when each alert fires (and when it stays silent).
+	failed, err := runRuleTests(promRulesTest, promqlParser)
+	if err != nil {
+		t.Fatalf("rule unit tests: %v", err)
+	}
+	for _, e := range failed {
+		t.Errorf("%s: %v", promRulesTest, e)
+	}
+
+	tests, err := readRuleTestFile(promRulesTest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(tests.RuleFiles, samePath(promRules)) {
+		t.Errorf("%s: rule_files %v does not test %s", promRulesTest, tests.RuleFiles, promRules)
+	}
 	provenFiring := map[string]bool{}
 	for _, tc := range tests.Tests {
-		for _, a := range tc.AlertRuleTest {
+		for _, a := range tc.AlertRuleTests {
 			if len(a.ExpAlerts) > 0 {
 				provenFiring[a.Alertname] = true
 			}
@@ -167,7 +173,7 @@ func TestAlertRules(t *testing.T) {
 
 	exported := exportedSeries(t)
 	alerts := 0
-	for _, g := range rules.Groups {
+	for _, g := range rgs.Groups {
 		for _, r := range g.Rules {
 			name := r.Alert + r.Record
 			if r.Alert != "" {
@@ -196,48 +202,28 @@ func TestAlertRules(t *testing.T) {
 
 // ------------------------------------------------------------------- Compose
 
+// TestComposeConfig loads docker-compose.yml with compose-go, the loader
+// `docker compose` itself is built on: the file is validated against the
+// Compose schema, variables interpolated, paths made absolute and references
+// between services, volumes and networks checked, without a Docker engine.
+// Then the resolved services are cross-checked against the files they mount
+// and the gateway's own config parsers.
 func TestComposeConfig(t *testing.T) {
 	t.Parallel()
-	dc := tool(t, "docker-compose", "docker-compose")
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Validates the file against the Compose schema and prints it resolved
-	// (variables interpolated, paths absolute); no Docker engine needed. The
-	// variables the file interpolates are removed from the environment, and
-	// an empty env file stands in for a developer's .env, so what is checked
-	// is what a fresh checkout runs: the defaults.
-	interpolated := []string{"POSTGRES_PASSWORD", "GATEWAY_ADMIN_TOKEN", "PRIMARY_API_KEY", "BACKUP_API_KEY", "GRAFANA_ADMIN_PASSWORD"}
-	var env []string
-	for _, kv := range os.Environ() {
-		if !slices.Contains(interpolated, strings.SplitN(kv, "=", 2)[0]) {
-			env = append(env, kv)
-		}
-	}
-	emptyEnv := filepath.Join(t.TempDir(), "empty.env")
-	if err := os.WriteFile(emptyEnv, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := runEnv(t, root, env, dc, "--env-file", emptyEnv, "-f", filepath.Base(composeFile), "config")
-
-	type service struct {
-		Image       string            `yaml:"image"`
-		Build       any               `yaml:"build"`
-		Entrypoint  []string          `yaml:"entrypoint"`
-		Environment map[string]string `yaml:"environment"`
-		Volumes     []string          `yaml:"volumes"`
-		Ports       []any             `yaml:"ports"`
-		DependsOn   map[string]struct {
-			Condition string `yaml:"condition"`
-		} `yaml:"depends_on"`
-		Healthcheck map[string]any `yaml:"healthcheck"`
-	}
-	var cf struct {
-		Services map[string]service `yaml:"services"`
-	}
-	if err := yaml.Unmarshal([]byte(out), &cf); err != nil {
-		t.Fatalf("resolved compose config: %v\n%s", err, out)
+	// An empty environment stands in for the developer's (and no .env file
+	// is read: that is the compose CLI's job, not the loader's), so what is
+	// checked is what a fresh checkout runs: the defaults.
+	cf, err := loader.LoadWithContext(t.Context(), composetypes.ConfigDetails{
+		WorkingDir:  root,
+		ConfigFiles: []composetypes.ConfigFile{{Filename: filepath.Join(root, filepath.Base(composeFile))}},
+		Environment: composetypes.Mapping{},
+	}, func(o *loader.Options) { o.SetProjectName("gateway", true) })
+	if err != nil {
+		t.Fatalf("compose file %s: %v", composeFile, err)
 	}
 	for _, name := range []string{"postgres", "primary", "backup", "gateway", "prometheus", "grafana"} {
 		if _, ok := cf.Services[name]; !ok {
@@ -251,24 +237,33 @@ func TestComposeConfig(t *testing.T) {
 	// root) is bind-mounted at, or "".
 	mount := func(svc, hostRel string) string {
 		host := filepath.Join(root, hostRel)
+		var vols []string
 		for _, v := range cf.Services[svc].Volumes {
-			parts := strings.Split(v, ":")
-			if len(parts) >= 2 && filepath.Clean(parts[0]) == host {
-				return parts[1]
+			if v.Type == composetypes.VolumeTypeBind && filepath.Clean(v.Source) == host {
+				return v.Target
 			}
+			vols = append(vols, v.String())
 		}
-		t.Errorf("compose: service %s does not mount %s (volumes %v)", svc, hostRel, cf.Services[svc].Volumes)
+		t.Errorf("compose: service %s does not mount %s (volumes %v)", svc, hostRel, vols)
 		return ""
 	}
 
 	gw := cf.Services["gateway"]
+	// The environment compose gives the gateway; a variable listed without a
+	// value (nil) would be taken from the host and is not set here.
+	gwEnv := map[string]string{}
+	for k, v := range gw.Environment {
+		if v != nil {
+			gwEnv[k] = *v
+		}
+	}
 	if gw.Build == nil {
 		t.Error("compose: gateway is not built from the Dockerfile")
 	}
 	if c := gw.DependsOn["postgres"].Condition; c != "service_healthy" {
 		t.Errorf("compose: gateway depends on postgres with condition %q, want service_healthy", c)
 	}
-	if cf.Services["postgres"].Healthcheck == nil {
+	if cf.Services["postgres"].HealthCheck == nil {
 		t.Error("compose: postgres has no healthcheck, so service_healthy never comes")
 	}
 	for _, svc := range []string{"primary", "backup"} {
@@ -276,7 +271,7 @@ func TestComposeConfig(t *testing.T) {
 			t.Errorf("compose: %s runs image %q, gateway %q: the mock upstream ships in the gateway image", svc, cf.Services[svc].Image, gw.Image)
 		}
 	}
-	if got, want := mount("gateway", "deploy/"+routesFile), gw.Environment["GATEWAY_CONFIG"]; got != want {
+	if got, want := mount("gateway", "deploy/"+routesFile), gwEnv["GATEWAY_CONFIG"]; got != want {
 		t.Errorf("compose: routes file mounted at %q but GATEWAY_CONFIG is %q", got, want)
 	}
 	if got := mount("prometheus", "deploy/prometheus"); got != "/etc/prometheus" {
@@ -301,7 +296,7 @@ func TestComposeConfig(t *testing.T) {
 	}
 
 	// The gateway's own settings parse from the environment compose gives it.
-	if _, _, err := config.Load(copyEnv(gw.Environment)); err != nil {
+	if _, _, err := config.Load(copyEnv(gwEnv)); err != nil {
 		t.Errorf("compose: gateway environment does not load: %v", err)
 	}
 	// The routes file loads with exactly that environment (keys must be
@@ -311,7 +306,7 @@ func TestComposeConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes, err := candidates.ParseRoutes(b, func(k string) (string, bool) { v, ok := gw.Environment[k]; return v, ok })
+	routes, err := candidates.ParseRoutes(b, func(k string) (string, bool) { v, ok := gwEnv[k]; return v, ok })
 	if err != nil {
 		t.Fatalf("routes file %s with the compose environment of the gateway: %v", routesFile, err)
 	}
@@ -486,45 +481,15 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 
-	// Syntax: promtool parses every panel query as a recording rule, with
+	// Syntax: Prometheus' PromQL parser reads every panel query, with
 	// Grafana's variables replaced by values of the right kind.
-	promtool := tool(t, "promtool", "prometheus")
 	vars := strings.NewReplacer("$__rate_interval", "1m", "$__interval", "15s", "$__range", "1h")
 	userVar := regexp.MustCompile(`\$\{?[A-Za-z_][A-Za-z0-9_]*\}?`)
-	type rule struct {
-		Record string `yaml:"record"`
-		Expr   string `yaml:"expr"`
-	}
-	var rf struct {
-		Groups []struct {
-			Name  string `yaml:"name"`
-			Rules []rule `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	rf.Groups = append(rf.Groups, struct {
-		Name  string `yaml:"name"`
-		Rules []rule `yaml:"rules"`
-	}{Name: "dashboard"})
-	for i, q := range queries {
+	for _, q := range queries {
 		expr := userVar.ReplaceAllString(vars.Replace(q.expr), ".*")
-		rf.Groups[0].Rules = append(rf.Groups[0].Rules, rule{Record: fmt.Sprintf("dashboard_query_%d", i), Expr: expr})
-	}
-	out, err := yaml.Marshal(rf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := filepath.Join(t.TempDir(), "dashboard_rules.yml")
-	if err := os.WriteFile(tmp, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if msg, err := exec.CommandContext(ctx, promtool, "check", "rules", tmp).CombinedOutput(); err != nil {
-		var list strings.Builder
-		for i, q := range queries {
-			fmt.Fprintf(&list, "dashboard_query_%d = %s: %s\n", i, q.where, q.expr)
+		if _, err := promqlParser.ParseExpr(expr); err != nil {
+			t.Errorf("%s is not valid PromQL: %v\n  expr: %s\n  as parsed: %s", q.where, err, q.expr, expr)
 		}
-		t.Errorf("a dashboard query is not valid PromQL: %v\n%s\nqueries:\n%s", err, msg, list.String())
 	}
 }
 
