@@ -79,3 +79,26 @@ func TestStreamErrorEvent(t *testing.T) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
 }
+
+// TestRequestDeadline: X-Gateway-Deadline is a positive Go duration; it may
+// only shorten the route's deadline.
+func TestRequestDeadline(t *testing.T) {
+	for h, want := range map[string]time.Duration{"": 0, " 500ms ": 500 * time.Millisecond, "2s": 2 * time.Second} {
+		if got, err := requestDeadline(h); err != nil || got != want {
+			t.Errorf("requestDeadline(%q) = %s, %v; want %s", h, got, err, want)
+		}
+	}
+	for _, h := range []string{"0s", "-1s", "soon", "5"} {
+		if _, err := requestDeadline(h); err == nil || !strings.Contains(err.Error(), "X-Gateway-Deadline") {
+			t.Errorf("requestDeadline(%q): error %v, want one naming the header", h, err)
+		}
+	}
+	for _, tt := range []struct{ route, asked, want time.Duration }{
+		{0, 0, 0}, {0, time.Second, time.Second}, {2 * time.Second, 0, 2 * time.Second},
+		{2 * time.Second, time.Second, time.Second}, {time.Second, 2 * time.Second, time.Second},
+	} {
+		if got := shorter(tt.route, tt.asked); got != tt.want {
+			t.Errorf("shorter(route %s, asked %s) = %s, want %s", tt.route, tt.asked, got, tt.want)
+		}
+	}
+}

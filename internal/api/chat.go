@@ -13,7 +13,10 @@ import (
 	"github.com/llmgw/gateway/internal/upstream"
 )
 
-const priorityHeader = "X-Gateway-Priority"
+const (
+	priorityHeader = "X-Gateway-Priority"
+	deadlineHeader = "X-Gateway-Deadline"
+)
 
 // chatHandler serves POST /v1/chat/completions. It is a type rather than a
 // method value, which would add a wrapper frame to every stream's stack, and
@@ -64,6 +67,11 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) *candidates.Req
 		s.reject(w, r, received, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
 		return nil
 	}
+	asked, err := requestDeadline(r.Header.Get(deadlineHeader))
+	if err != nil {
+		s.reject(w, r, received, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
+		return nil
+	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -83,7 +91,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) *candidates.Req
 		return nil
 	}
 	planStart := time.Now()
-	plan, err := s.opts.Planner.Plan(chat.Model)
+	policy, plan, err := s.opts.Planner.PlanPolicy(chat.Model)
 	if s.opts.OnPlan != nil {
 		s.opts.OnPlan(time.Since(planStart))
 	}
@@ -96,6 +104,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) *candidates.Req
 		ID: requestID(r.Context()), ClientRequestID: clientRequestID(r.Context()),
 		Model: chat.Model, Stream: chat.Stream, Client: clientName, Priority: prio,
 		Received: received, Candidates: plan, Chat: chat, Header: r.Header,
+	}
+	if d := shorter(policy.Deadline, asked); d > 0 {
+		req.Deadline = received.Add(d)
 	}
 	return req
 }
@@ -138,7 +149,11 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *candidates.
 			typ = typeRateLimit
 			w.Header().Set("Retry-After", retryAfterSeconds(out.RetryAfter))
 		}
-		writeError(w, r, out.StatusCode, typ, codeCandidatesExhausted, "", out.Message)
+		code := out.Code
+		if code == "" {
+			code = codeCandidatesExhausted
+		}
+		writeError(w, r, out.StatusCode, typ, code, "", out.Message)
 	}
 	return false
 }
@@ -147,8 +162,11 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *candidates.
 // A client that stopped reading (client_write_timeout) is not written to.
 func endStream(w http.ResponseWriter, out *candidates.Outcome) {
 	msg := "the upstream stream was interrupted"
-	if out.ErrorType == report.ErrorTypeShutdown {
+	switch out.ErrorType {
+	case report.ErrorTypeShutdown:
 		msg = "the gateway is shutting down"
+	case report.ErrorTypeDeadline:
+		msg = "the request's deadline passed"
 	}
 	_, _ = w.Write(streamErrorEvent(msg))
 	_ = http.NewResponseController(w).Flush()
@@ -168,6 +186,29 @@ func requestPriority(h string, ceiling admission.Priority) (admission.Priority, 
 		p = ceiling
 	}
 	return p, nil
+}
+
+// requestDeadline reads X-Gateway-Deadline: a positive Go duration, or
+// nothing (0).
+func requestDeadline(h string) (time.Duration, error) {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(h)
+	if err != nil || d <= 0 {
+		return 0, errors.New(deadlineHeader + " must be a positive duration, like 500ms or 30s")
+	}
+	return d, nil
+}
+
+// shorter is the shorter of two optional durations (0 is none): a client's
+// deadline may only shorten its route's.
+func shorter(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // readBody reads the capped request body once, within the body timeout so

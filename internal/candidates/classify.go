@@ -49,7 +49,8 @@ type Failure struct {
 	// code, answering (before commit) with Reply or by relaying Relay.
 	RequestStatus string
 	RequestCode   int
-	Reply         string
+	Reply         string // the client-facing message
+	ReplyCode     string // the client-facing error code, when not the default for the status
 	Relay         *upstream.StatusError
 }
 
@@ -70,6 +71,9 @@ func Classify(err error, committed bool, ended error) Failure {
 		ce  *upstream.ConnectError
 	)
 	switch {
+	case ended != nil && errors.Is(ended, ErrDeadline) && (errors.Is(err, ErrDeadline) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		return deadlineFailure()
 	case errors.As(err, &ae):
 		return admissionFailure(ae.Err)
 	case errors.As(err, &cwe):
@@ -184,9 +188,20 @@ func providerFailure(code int, errorType, msg string, timeout bool, watchdog str
 		Scope: ScopeProvider, Health: true, Failover: true, Timeout: timeout, Watchdog: watchdog}
 }
 
+// deadlineFailure ends a request whose deadline passed: no other candidate
+// has time left.
+func deadlineFailure() Failure {
+	f := stop(report.CandidateFailed, http.StatusGatewayTimeout, report.ErrorTypeDeadline, ErrDeadline.Error(), report.RequestFailed)
+	f.Reply, f.ReplyCode = "the request's deadline passed before an answer was complete", report.ErrorTypeDeadline
+	return f
+}
+
 // contextEnded classifies an attempt ended by its request: the client left,
-// or the shutdown grace ran out.
+// the shutdown grace ran out, or the deadline passed.
 func contextEnded(ended error, committed bool) Failure {
+	if errors.Is(ended, ErrDeadline) {
+		return deadlineFailure()
+	}
 	if errors.Is(ended, ErrShutdown) {
 		// DESIGN section 7: a stream cut after bytes were sent is failed
 		// with 502; before any byte the client gets 503 shutting_down.

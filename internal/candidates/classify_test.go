@@ -98,6 +98,16 @@ func TestClassify(t *testing.T) {
 			want{row: "failed/503/gateway_shutdown", reqOutcome: "failed/503"}},
 		{"shutdown after commit", ErrShutdown, true, ErrShutdown,
 			want{row: "failed/502/gateway_shutdown", reqOutcome: "failed/503"}},
+		{"deadline before commit", ErrDeadline, false, ErrDeadline,
+			want{row: "failed/504/deadline_exceeded", reqOutcome: "failed/504"}},
+		{"deadline after commit", ErrDeadline, true, ErrDeadline,
+			want{row: "failed/504/deadline_exceeded", reqOutcome: "failed/504"}},
+		{"deadline ended the queue wait", &AdmissionError{fmt.Errorf("wait: %w", context.DeadlineExceeded)}, false, ErrDeadline,
+			want{row: "failed/504/deadline_exceeded", reqOutcome: "failed/504"}},
+		// A provider's own timeout keeps its meaning when the deadline
+		// passes at the same moment.
+		{"first byte timeout as the deadline passed", watchdog.ErrFirstByteTimeout, false, ErrDeadline,
+			want{row: "failed/504/stream_first_byte_timeout", scope: ScopeProvider, health: true, failover: true, timeout: true, watchdog: "first_byte"}},
 		{"client stopped reading", &ClientWriteError{Err: os.ErrDeadlineExceeded}, true, context.Canceled,
 			want{row: "failed/502/client_write_timeout", reqOutcome: "failed/502"}},
 		{"client write failed", &ClientWriteError{Err: errors.New("broken pipe")}, true, nil,

@@ -31,6 +31,7 @@ func TestHealthBlockValidation(t *testing.T) {
 		{"    health: { cooldown: 1m, max_cooldown: 30s }\n", model, "providers[0].health.max_cooldown (30s) must not be shorter than cooldown (1m0s)"},
 		{"    health: { failure: 3 }\n", model, `unknown field "failure"`},
 		{"", "models:\n  - name: m\n    strategy: fastest\n    candidates: [ { provider: a } ]\n", `models[0].strategy: "fastest" is unknown (known: weighted, least_latency)`},
+		{"", "models:\n  - name: m\n    deadline: 0s\n    candidates: [ { provider: a } ]\n", `models[0].deadline must be a positive duration, got 0s`},
 	}
 	for _, tt := range tests {
 		_, err := ParseRoutes([]byte(head+tt.extra+tt.model), env(map[string]string{}))

@@ -37,6 +37,9 @@ func (e *ClientWriteError) Unwrap() error { return e.Err }
 // ErrShutdown is the cancellation cause when the shutdown grace ended.
 var ErrShutdown = errors.New("gateway shutting down")
 
+// ErrDeadline is the cancellation cause when a request's deadline passed.
+var ErrDeadline = errors.New("request deadline exceeded")
+
 // Request is one inbound request, planned.
 type Request struct {
 	ID              uuid.UUID
@@ -49,6 +52,9 @@ type Request struct {
 	Candidates      []Candidate
 	Chat            *upstream.ChatRequest // the body, replayed for each attempt with its model
 	Header          http.Header           // the client's request headers (filtered by upstream.Send)
+	// Deadline, when set, bounds every attempt, queue wait and the relay:
+	// past it the request ends with deadline_exceeded.
+	Deadline time.Time
 }
 
 // Outcome is how a request ended. When Committed is false the caller writes
@@ -107,6 +113,7 @@ type walk struct {
 	r          *Runner
 	req        *Request
 	ctx        context.Context    // the request's
+	cancel     context.CancelFunc // releases the deadline's context, if any
 	att        Attempt            // the attempt in flight; attempts of one request run one after another
 	rows       []report.Candidate // current record of each candidate
 	retryable  bool               // every failure so far was admission or 429
@@ -132,7 +139,16 @@ type walk struct {
 // records are settled either way). Run has returned before a single byte is
 // relayed, so the frames that live as long as a stream are the caller's.
 func (r *Runner) Run(ctx context.Context, req *Request) (*Attempt, *Outcome) {
-	w := &walk{r: r, req: req, ctx: ctx, retryable: true, current: -1}
+	if !req.Deadline.IsZero() {
+		// Released in finishRequest, when the request ends.
+		ctx, cancel := context.WithDeadlineCause(ctx, req.Deadline, ErrDeadline)
+		return r.run(ctx, req, cancel)
+	}
+	return r.run(ctx, req, nil)
+}
+
+func (r *Runner) run(ctx context.Context, req *Request, cancel context.CancelFunc) (*Attempt, *Outcome) {
+	w := &walk{r: r, req: req, ctx: ctx, cancel: cancel, retryable: true, current: -1}
 	w.att.w = w
 	w.recordPlanned()
 	defer w.recordPanic()
@@ -382,6 +398,14 @@ func (w *walk) end(a *Attempt, err error) (done bool) {
 func (w *walk) admissionFailed(ctx context.Context, i int, start time.Time, err error) (done bool) {
 	if ctx.Err() != nil {
 		w.healthDone(i, health.Verdict{})
+		if errors.Is(context.Cause(ctx), ErrDeadline) {
+			// The deadline ended the queue wait: on record as this
+			// candidate's failure.
+			row := &w.rows[i]
+			now := w.r.Now()
+			row.StartedAt, row.FinishedAt, row.Latency = start, now, now.Sub(start)
+			return w.apply(i, Classify(&AdmissionError{Err: err}, false, ErrDeadline), false)
+		}
 		return w.stop(i, w.clientGone(ctx))
 	}
 	row := &w.rows[i]
@@ -400,7 +424,7 @@ func (w *walk) apply(i int, f Failure, committed bool) (done bool) {
 	w.healthDone(i, f.Verdict())
 	if !f.Failover {
 		return w.stop(i+1, Outcome{Status: f.RequestStatus, StatusCode: f.RequestCode, ErrorType: f.ErrorType,
-			Message: f.Reply, Committed: committed, Relay: f.Relay})
+			Code: f.ReplyCode, Message: f.Reply, Committed: committed, Relay: f.Relay})
 	}
 	w.timedOut = f.Timeout
 	if f.Capacity {
@@ -424,7 +448,7 @@ func (w *walk) watchdogFired(i int, kind string) {
 // attempt: the client left, or the shutdown grace ran out.
 func (w *walk) clientGone(ctx context.Context) Outcome {
 	f := contextEnded(context.Cause(ctx), false)
-	return Outcome{Status: f.RequestStatus, StatusCode: f.RequestCode, ErrorType: f.ErrorType, Message: f.Reply}
+	return Outcome{Status: f.RequestStatus, StatusCode: f.RequestCode, ErrorType: f.ErrorType, Code: f.ReplyCode, Message: f.Reply}
 }
 
 // finishRequest writes the request's final record.
@@ -447,6 +471,9 @@ func (w *walk) finishRequest() {
 		rec.PromptTokens, rec.CompletionTokens, rec.TotalTokens = out.Usage.PromptTokens, out.Usage.CompletionTokens, out.Usage.TotalTokens
 	}
 	w.r.Record.RecordRequest(rec)
+	if w.cancel != nil {
+		w.cancel()
+	}
 	if w.r.Observe != nil {
 		w.r.Observe.Enqueued(w.r.Now().Sub(now))
 		w.r.Observe.RequestDone(w.req.Model, out.Status, out.StatusCode, rec.Latency)

@@ -72,6 +72,7 @@ type route struct {
 	tiers        [][]*entry // ascending priority
 	size         int        // candidates per plan
 	leastLatency bool       // order each tier by first-byte EWMA
+	deadline     time.Duration
 }
 
 // Planner turns a model name into ordered candidates. It is safe for
@@ -122,7 +123,7 @@ func NewPlanner(r *Routes, opts PlannerOptions) (*Planner, error) {
 	}
 	for i := range r.Models {
 		mc := &r.Models[i]
-		rt := &route{name: mc.Name, leastLatency: mc.Strategy == StrategyLeastLatency}
+		rt := &route{name: mc.Name, leastLatency: mc.Strategy == StrategyLeastLatency, deadline: time.Duration(mc.Deadline)}
 		byPrio := map[int][]*entry{}
 		var prios []int
 		for _, ec := range mc.Candidates {
@@ -220,12 +221,27 @@ func (p *Planner) Models() []string { return p.models }
 // Providers lists the resolved providers in file order.
 func (p *Planner) Providers() []*Provider { return p.providers }
 
+// Policy is what a model route sets for a request as a whole.
+type Policy struct {
+	Deadline time.Duration // 0: none
+}
+
 // Plan orders the candidates for one request of model.
 func (p *Planner) Plan(model string) ([]Candidate, error) {
+	_, cs, err := p.PlanPolicy(model)
+	return cs, err
+}
+
+// PlanPolicy is Plan that also returns the route's policy.
+func (p *Planner) PlanPolicy(model string) (Policy, []Candidate, error) {
 	rt := p.routes[model]
 	if rt == nil {
-		return nil, ErrModelNotFound
+		return Policy{}, nil, ErrModelNotFound
 	}
+	return Policy{Deadline: rt.deadline}, p.plan(rt), nil
+}
+
+func (p *Planner) plan(rt *route) []Candidate {
 	out := make([]Candidate, 0, rt.size)
 	var order [8]*entry // most tiers are small; avoids an allocation
 	for _, tier := range rt.tiers {
@@ -253,7 +269,7 @@ func (p *Planner) Plan(model string) ([]Candidate, error) {
 			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // byLatency orders one tier's candidates by their target's first-byte

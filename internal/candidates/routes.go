@@ -82,7 +82,10 @@ type ModelConfig struct {
 	// Strategy orders the candidates inside a priority tier: weighted (the
 	// default: a weighted random draw) or least_latency (by each target's
 	// first-byte EWMA, targets without samples first, weight breaking ties).
-	Strategy   string        `yaml:"strategy"`
+	Strategy string `yaml:"strategy"`
+	// Deadline bounds the whole request: every attempt, queue wait and the
+	// relay. Clients may shorten it with X-Gateway-Deadline. Zero: none.
+	Deadline   Duration      `yaml:"deadline"`
 	Candidates []EntryConfig `yaml:"candidates"`
 }
 
@@ -305,6 +308,9 @@ func (v *validator) validate(r *Routes) error {
 		case StrategyWeighted, StrategyLeastLatency:
 		default:
 			return v.fail(path+".strategy", ": %s is unknown (known: weighted, least_latency)", quoteShort(m.Strategy))
+		}
+		if _, written := v.lines[path+".deadline"]; written && m.Deadline <= 0 {
+			return v.fail(path+".deadline", " must be a positive duration, got %s", time.Duration(m.Deadline))
 		}
 		if len(m.Candidates) == 0 {
 			return v.fail(path+".candidates", " must list at least one entry")

@@ -83,6 +83,7 @@ const (
 const (
 	SkipProviderFailed = "provider_failed" // an earlier key of the same provider failed provider-wide
 	SkipCoolingDown    = "cooling_down"    // the target is cooling down after failures (provider health)
+	SkipRetryBudget    = "retry_budget"    // the retry budget refused an attempt beyond the request's first
 )
 
 // Error types (error_type on both tables), see DESIGN section 7.
@@ -99,6 +100,9 @@ const (
 	ErrorTypeShutdown           = "gateway_shutdown"
 	ErrorTypeInternal           = "gateway_internal_error"
 	ErrorTypeClientWriteTimeout = "client_write_timeout"
+	ErrorTypeDeadline           = "deadline_exceeded"     // the request's deadline passed
+	ErrorTypeStreamError        = "upstream_stream_error" // an error object in a stream before its commit point
+	ErrorTypeHedgeLost          = "hedge_lost"            // another attempt of the request committed first
 )
 
 // candidateRank orders candidate statuses: a stored row is replaced only by a record
