@@ -85,6 +85,7 @@ type Observer interface {
 	WatchdogFired(c *Candidate, kind string) // first_byte, idle, total
 	RequestDone(route, status string, code int, d time.Duration)
 	Enqueued(d time.Duration) // time to hand the final request record to the recorder
+	RetryBudgetExhausted(c *Candidate)
 }
 
 // Runner is the attempt loop.
@@ -96,6 +97,7 @@ type Runner struct {
 	HoldMode  watchdog.HoldMode // when a stream's execution slot is released
 	Now       func() time.Time
 	Clock     watchdog.Clock // arms the attempts' deadlines; nil: the process clock
+	Budget    *RetryBudget   // bounds attempts beyond a request's first; nil: unbounded
 	// TestHook, when set, is called with "attempt" before each provider
 	// call. Fault tests use it to inject panics.
 	TestHook func(point string)
@@ -218,7 +220,7 @@ func (w *walk) run(ctx context.Context) (committed bool) {
 			w.stopGone(ctx, i)
 			return false
 		}
-		if w.cooling(i) {
+		if w.cooling(i) || w.overBudget(i) {
 			continue
 		}
 		if w.attempt(ctx, i) {
@@ -308,6 +310,22 @@ func (w *walk) healthDone(i int, v health.Verdict) {
 	}
 }
 
+// overBudget reports whether candidate i, an attempt beyond the request's
+// first, is refused by the retry budget; it is then recorded skipped.
+func (w *walk) overBudget(i int) bool {
+	if w.tried == 0 || w.r.Budget.Allow() {
+		return false
+	}
+	w.healthDone(i, health.Verdict{}) // a probe Check just handed out goes back
+	w.rows[i].Status, w.rows[i].SkipReason = report.CandidateSkipped, report.SkipRetryBudget
+	w.r.Record.RecordCandidate(w.rows[i])
+	w.observeUntried(i)
+	if w.r.Observe != nil {
+		w.r.Observe.RetryBudgetExhausted(&w.req.Candidates[i])
+	}
+	return true
+}
+
 // stopGone settles a request whose context ended before candidate i.
 func (w *walk) stopGone(ctx context.Context, i int) { w.stop(i, w.clientGone(ctx)) }
 
@@ -333,6 +351,9 @@ func (w *walk) admit(ctx context.Context, i int) (lease *admission.Lease, done b
 	c := &w.req.Candidates[i]
 	prov := c.Target.Provider
 	w.current = i
+	if w.tried == 0 {
+		w.r.Budget.First()
+	}
 	w.tried++
 	if w.unrecorded > 0 {
 		w.recordSkips()

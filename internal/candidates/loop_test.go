@@ -32,6 +32,7 @@ func (o panicObserver) GlobalHeld(time.Duration)                       {}
 func (o panicObserver) WatchdogFired(*Candidate, string)               {}
 func (o panicObserver) RequestDone(string, string, int, time.Duration) {}
 func (o panicObserver) Enqueued(time.Duration)                         {}
+func (o panicObserver) RetryBudgetExhausted(*Candidate)                {}
 
 // ledger keeps the last record of each row.
 type ledger struct {

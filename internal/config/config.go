@@ -72,6 +72,13 @@ type Config struct {
 	IdleTimeout time.Duration `env:"GATEWAY_IDLE_TIMEOUT" envDefault:"120s"`
 	// StreamWriteTimeout bounds one write to a streaming client.
 	StreamWriteTimeout time.Duration `env:"GATEWAY_STREAM_WRITE_TIMEOUT" envDefault:"60s"`
+	// RetryBudgetPercent: attempts beyond a request's first (failover) are
+	// allowed while, over the last 10 s, they stay under this percentage of
+	// first attempts plus RetryBudgetMinPerSecond per second.
+	RetryBudgetPercent int `env:"GATEWAY_RETRY_BUDGET_PERCENT" envDefault:"20"`
+	// RetryBudgetMinPerSecond is the retry budget's floor, so that a quiet
+	// gateway can still fail over. 0 and 0: no attempt beyond the first.
+	RetryBudgetMinPerSecond int `env:"GATEWAY_RETRY_BUDGET_MIN_PER_SECOND" envDefault:"10"`
 	// ReportRetention deletes ledger rows older than this; 0 keeps everything.
 	ReportRetention time.Duration `env:"GATEWAY_REPORT_RETENTION" envDefault:"720h"`
 
@@ -146,6 +153,12 @@ func (c *Config) validate() error {
 		if p.v <= 0 {
 			return fmt.Errorf("config: %s must be a positive duration, got %s", p.name, p.v)
 		}
+	}
+	if c.RetryBudgetPercent < 0 {
+		return fmt.Errorf("config: GATEWAY_RETRY_BUDGET_PERCENT must not be negative, got %d", c.RetryBudgetPercent)
+	}
+	if c.RetryBudgetMinPerSecond < 0 {
+		return fmt.Errorf("config: GATEWAY_RETRY_BUDGET_MIN_PER_SECOND must not be negative, got %d", c.RetryBudgetMinPerSecond)
 	}
 	if c.FirstByteTimeout < time.Millisecond {
 		return fmt.Errorf("config: GATEWAY_STREAM_FIRST_BYTE_TIMEOUT must be at least 1ms, got %s", c.FirstByteTimeout)

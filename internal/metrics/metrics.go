@@ -68,6 +68,7 @@ type Metrics struct {
 	watchdog        *prometheus.CounterVec
 	panics          prometheus.Counter
 	healthMoves     *prometheus.CounterVec
+	retryBudget     *prometheus.CounterVec
 
 	stage [numStages]prometheus.Observer // cached per stage
 	// prov holds each provider's children, resolved once in New and keyed by
@@ -130,12 +131,16 @@ func New(src Sources) *Metrics {
 			Name: "gateway_health_transitions_total",
 			Help: "Target health state changes, by provider and the state moved to (healthy, cooling, probing).",
 		}, []string{"provider", "to"}),
+		retryBudget: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_retry_budget_exhausted_total",
+			Help: "Attempts beyond a request's first that the retry budget refused, by the provider of the refused candidate.",
+		}, []string{"provider"}),
 		prov: map[*candidates.Provider]*providerObs{},
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.attempts, m.firstByte, m.stages, m.admissionWait,
-		m.admTimeouts, m.watchdog, m.panics, m.healthMoves,
+		m.admTimeouts, m.watchdog, m.panics, m.healthMoves, m.retryBudget,
 	)
 	for i, s := range stageNames {
 		m.stage[i] = m.stages.WithLabelValues(s)
@@ -157,6 +162,7 @@ func New(src Sources) *Metrics {
 			for _, s := range health.States {
 				m.healthMoves.WithLabelValues(p.Name, s.String())
 			}
+			m.retryBudget.WithLabelValues(p.Name)
 		}
 	}
 	if src.Admission != nil {

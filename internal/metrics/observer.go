@@ -92,3 +92,8 @@ func (m *Metrics) Planned(d time.Duration) { m.stage[stagePlan].Observe(d.Second
 
 // Enqueued implements candidates.Observer.
 func (m *Metrics) Enqueued(d time.Duration) { m.stage[stageReportEnqueue].Observe(d.Seconds()) }
+
+// RetryBudgetExhausted counts an attempt the retry budget refused.
+func (m *Metrics) RetryBudgetExhausted(c *candidates.Candidate) {
+	m.retryBudget.WithLabelValues(c.Target.Provider.Name).Inc()
+}
