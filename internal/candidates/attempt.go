@@ -1,6 +1,7 @@
 package candidates
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -40,7 +41,10 @@ type Attempt struct {
 	resp     *http.Response
 	events   *upstream.EventReader // streams
 	buf      *[]byte               // non-stream: pooled read buffer
-	first    []byte                // the held bytes: the first event, or the first body bytes
+	first    []byte                // the held bytes: the first event(s), or the first body bytes
+	held     []byte                // streams committing after several events: their bytes, back to back
+	reads    chan eventRead        // a read started while holding that the relay must collect
+	pending  bool                  // a read is outstanding on reads
 	eof      bool                  // non-stream: the body ended with the first read
 	tail     []byte                // non-stream: the body's last bytes, for its usage
 	admitted time.Time
@@ -96,13 +100,106 @@ func (a *Attempt) open(parent context.Context) error {
 		if comment {
 			continue // the client sees nothing until a candidate really starts
 		}
+		if upstream.EventIsError(ev) {
+			return streamErrorObject(ev)
+		}
 		if !a.watch.FirstByte() {
 			return watchdog.ErrFirstByteTimeout
 		}
 		a.fb = w.r.Now().Sub(a.admitted)
-		a.first = ev
-		return nil
+		if prov.CommitEvents <= 1 || upstream.EventIsDone(ev) {
+			a.first = ev
+			return nil
+		}
+		return a.holdEvents(ev, prov)
 	}
+}
+
+// eventRead is one event read by a goroutine while the attempt held events.
+type eventRead struct {
+	ev      []byte
+	comment bool
+	err     error
+}
+
+// holdEvents keeps reading a stream past its first event up to the
+// provider's commit point: CommitEvents events (comments kept in place but
+// not counted), [DONE], or CommitWithin after the first event. A stream that
+// breaks or carries an error object before then fails over; nothing has
+// been written to the client.
+func (a *Attempt) holdEvents(first []byte, prov *Provider) error {
+	a.held = append(a.held[:0], first...)
+	var expired chan struct{}
+	if prov.CommitWithin > 0 {
+		// The read blocks, so the events are read on a goroutine and the
+		// hold ends when the time is up, whatever is in flight: the relay
+		// collects that read first (Next).
+		expired = make(chan struct{})
+		t := a.w.r.clock().AfterFunc(prov.CommitWithin, func() { close(expired) })
+		defer t.Stop()
+		a.reads = make(chan eventRead, 1)
+	}
+	for n := 1; n < prov.CommitEvents; {
+		var r eventRead
+		if expired == nil {
+			r.ev, r.comment, r.err = a.events.Next()
+		} else {
+			a.pending = true
+			go a.readEvent()
+			select {
+			case r = <-a.reads:
+				a.pending = false
+			case <-expired:
+				a.first = a.held
+				return nil
+			}
+		}
+		if r.err != nil {
+			return a.cutBeforeCommit(r.err)
+		}
+		a.watch.Activity()
+		if !r.comment {
+			if upstream.EventIsError(r.ev) {
+				return streamErrorObject(r.ev)
+			}
+			n++
+		}
+		a.held = append(a.held, r.ev...)
+		if upstream.EventIsDone(r.ev) {
+			break
+		}
+	}
+	a.first = a.held
+	return nil
+}
+
+// readEvent reads one event for holdEvents; the attempt's owner collects it
+// from a.reads.
+func (a *Attempt) readEvent() {
+	var r eventRead
+	r.ev, r.comment, r.err = a.events.Next()
+	a.reads <- r
+}
+
+// cutBeforeCommit is the error of a stream that ended or broke after its
+// first event but before its commit point. The request's own end (client
+// gone, deadline, shutdown) keeps its cause.
+func (a *Attempt) cutBeforeCommit(err error) error {
+	if err == io.EOF {
+		return &StreamCutError{Err: errors.New("stream ended before its commit point")}
+	}
+	err = a.readError(err)
+	if errors.Is(err, context.Canceled) || errors.Is(err, ErrShutdown) || errors.Is(err, ErrDeadline) ||
+		errors.Is(err, upstream.ErrTotalTimeout) {
+		return err
+	}
+	return &StreamCutError{Err: err}
+}
+
+// streamErrorObject is the error of an event carrying an error object
+// before the commit point; its data goes on record.
+func streamErrorObject(ev []byte) error {
+	return &StreamErrorObject{Data: string(bytes.TrimSpace(ev))}
 }
 
 var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -171,7 +268,16 @@ func (a *Attempt) Sent() {
 // until the next call.
 func (a *Attempt) Next() ([]byte, error) {
 	if a.events != nil {
-		ev, _, err := a.events.Next()
+		var ev []byte
+		var err error
+		if a.pending {
+			// The read holdEvents had in flight when its time was up.
+			r := <-a.reads
+			a.pending = false
+			ev, err = r.ev, r.err
+		} else {
+			ev, _, err = a.events.Next()
+		}
 		if err != nil {
 			if err == io.EOF {
 				return nil, io.EOF
@@ -262,13 +368,22 @@ func (a *Attempt) close() {
 	a.finished = true
 	if a.events != nil {
 		a.hold.End()
-		a.events.Close()
 	}
 	if a.watch != nil {
 		a.watch.Stop()
 	}
 	if a.resp != nil {
 		_ = a.resp.Body.Close()
+	}
+	if a.pending {
+		// A read holdEvents left in flight ends now that the body is
+		// closed; its goroutine must be done before the reader's buffer
+		// goes back to the pool.
+		<-a.reads
+		a.pending = false
+	}
+	if a.events != nil {
+		a.events.Close()
 	}
 	if a.buf != nil {
 		bodyBufs.Put(a.buf)
@@ -278,8 +393,8 @@ func (a *Attempt) close() {
 
 // reset readies the attempt for candidate i's try.
 func (a *Attempt) reset(i int, lease *admission.Lease, admitted time.Time) {
-	w, tail := a.w, a.tail[:0]
-	*a = Attempt{w: w, i: i, lease: lease, admitted: admitted, tail: tail}
+	w, tail, held := a.w, a.tail[:0], a.held[:0]
+	*a = Attempt{w: w, i: i, lease: lease, admitted: admitted, tail: tail, held: held}
 }
 
 // cause replaces a bare cancellation error with why the context ended: a

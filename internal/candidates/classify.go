@@ -69,6 +69,8 @@ func Classify(err error, committed bool, ended error) Failure {
 		cwe *ClientWriteError
 		se  *upstream.StatusError
 		ce  *upstream.ConnectError
+		cut *StreamCutError
+		obj *StreamErrorObject
 	)
 	switch {
 	case ended != nil && errors.Is(ended, ErrDeadline) && (errors.Is(err, ErrDeadline) ||
@@ -94,6 +96,14 @@ func Classify(err error, committed bool, ended error) Failure {
 			f.Watchdog = "total"
 		}
 		return f
+	case errors.As(err, &cut):
+		f := providerFailure(http.StatusBadGateway, report.ErrorTypeStreamInterrupted, err.Error(), false, "")
+		if errors.Is(err, watchdog.ErrIdleTimeout) {
+			f.Watchdog = "idle"
+		}
+		return f
+	case errors.As(err, &obj):
+		return providerFailure(http.StatusBadGateway, report.ErrorTypeStreamError, obj.Data, false, "")
 	case errors.Is(err, watchdog.ErrFirstByteTimeout):
 		return providerFailure(http.StatusGatewayTimeout, report.ErrorTypeFirstByteTimeout, err.Error(), true, "first_byte")
 	case errors.Is(err, upstream.ErrTotalTimeout):
@@ -118,6 +128,19 @@ func (f Failure) Verdict() health.Verdict {
 	}
 	return v
 }
+
+// StreamCutError is a stream that ended or broke after its first event but
+// before its commit point: it fails over invisibly.
+type StreamCutError struct{ Err error }
+
+func (e *StreamCutError) Error() string { return "stream cut before its commit point: " + e.Err.Error() }
+func (e *StreamCutError) Unwrap() error { return e.Err }
+
+// StreamErrorObject is a stream event carrying an error object
+// (data: {"error":...}) before the commit point: it fails over invisibly.
+type StreamErrorObject struct{ Data string }
+
+func (e *StreamErrorObject) Error() string { return "error event before the commit point: " + e.Data }
 
 // AdmissionError is a candidate's failure to get its slots. The attempt
 // loop wraps what the scheduler returned in it, so Classify never mistakes a

@@ -34,6 +34,8 @@ type Provider struct {
 	Idle           time.Duration
 	Total          time.Duration
 	Health         health.Settings
+	CommitEvents   int           // stream events held before the commit point (at least 1)
+	CommitWithin   time.Duration // hold no longer than this after the first event; 0: no bound
 	Targets        []*Target
 }
 
@@ -179,6 +181,8 @@ func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error)
 		FirstByte:      orDefault(time.Duration(pc.Timeouts.FirstByte), opts.DefaultFirstByte),
 		Idle:           time.Duration(pc.Timeouts.Idle),
 		Total:          orDefault(time.Duration(pc.Timeouts.Total), DefaultTotalTimeout),
+		CommitEvents:   max(pc.StreamCommit.Events, 1),
+		CommitWithin:   time.Duration(pc.StreamCommit.Within),
 		Health: health.Settings{
 			Failures:     pc.Health.Failures,
 			Cooldown:     time.Duration(pc.Health.Cooldown),

@@ -39,6 +39,17 @@ type ProviderConfig struct {
 	Headers        map[string]string `yaml:"headers"`
 	Query          map[string]string `yaml:"query"`
 	Health         HealthConfig      `yaml:"health"`
+	StreamCommit   StreamCommit      `yaml:"stream_commit"`
+}
+
+// StreamCommit is a stream's commit point: the gateway holds the first
+// Events events (comments aside), or what arrived within Within after the
+// first one, before the client sees anything. Until then a stream that
+// breaks or carries an error object fails over invisibly. The default,
+// {events: 1}, commits at the first event.
+type StreamCommit struct {
+	Events int      `yaml:"events"`
+	Within Duration `yaml:"within"` // 0: no time bound
 }
 
 // HealthConfig tunes how the provider's targets cool down after failures.
@@ -419,6 +430,12 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		if strings.ContainsAny(k+p.Query[k], "\r\n\x00") {
 			return v.fail(qp, " contains CR, LF or NUL")
 		}
+	}
+	if _, written := v.lines[path+".stream_commit.events"]; written && p.StreamCommit.Events < 1 {
+		return v.fail(path+".stream_commit.events", " must be at least 1, got %d", p.StreamCommit.Events)
+	}
+	if p.StreamCommit.Events == 0 {
+		p.StreamCommit.Events = 1
 	}
 	return v.health(&p.Health, path+".health")
 }

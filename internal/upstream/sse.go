@@ -146,6 +146,25 @@ func eventData(ev []byte) []byte {
 	return nil
 }
 
+// EventIsError reports whether an event's data is a JSON object whose first
+// key is "error": how OpenAI-compatible providers report a failure inside a
+// stream that already answered 200.
+func EventIsError(ev []byte) bool {
+	d := eventData(ev)
+	i := skipSpace(d, 0)
+	if i >= len(d) || d[i] != '{' {
+		return false
+	}
+	i = skipSpace(d, i+1)
+	return bytes.HasPrefix(d[i:], []byte(`"error"`))
+}
+
+// EventIsDone reports whether an event is the stream's terminating
+// "data: [DONE]".
+func EventIsDone(ev []byte) bool {
+	return bytes.Equal(bytes.TrimSpace(eventData(ev)), []byte("[DONE]"))
+}
+
 // Usage is the token accounting of a response.
 type Usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`

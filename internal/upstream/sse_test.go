@@ -170,3 +170,29 @@ func FuzzEventReader(f *testing.F) {
 		}
 	})
 }
+
+// TestEventKinds: an error object and the [DONE] marker are told apart from
+// ordinary chunks, whatever the spacing.
+func TestEventKinds(t *testing.T) {
+	for _, tt := range []struct {
+		ev          string
+		err, isDone bool
+	}{
+		{"data: {\"error\":{\"message\":\"overloaded\"}}\n\n", true, false},
+		{"data:{ \"error\" : 1}\n\n", true, false},
+		{"event: error\ndata: {\"error\":{}}\n\n", true, false},
+		{"data: {\"id\":\"x\",\"error\":null}\n\n", false, false},
+		{"data: {\"choices\":[]}\n\n", false, false},
+		{"data: [DONE]\n\n", false, true},
+		{"data:[DONE]\r\n\r\n", false, true},
+		{": keep-alive\n\n", false, false},
+		{"data: \"error\"\n\n", false, false},
+	} {
+		if got := EventIsError([]byte(tt.ev)); got != tt.err {
+			t.Errorf("EventIsError(%q) = %v", tt.ev, got)
+		}
+		if got := EventIsDone([]byte(tt.ev)); got != tt.isDone {
+			t.Errorf("EventIsDone(%q) = %v", tt.ev, got)
+		}
+	}
+}
