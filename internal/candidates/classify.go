@@ -133,7 +133,9 @@ func (f Failure) Verdict() health.Verdict {
 // before its commit point: it fails over invisibly.
 type StreamCutError struct{ Err error }
 
-func (e *StreamCutError) Error() string { return "stream cut before its commit point: " + e.Err.Error() }
+func (e *StreamCutError) Error() string {
+	return "stream cut before its commit point: " + e.Err.Error()
+}
 func (e *StreamCutError) Unwrap() error { return e.Err }
 
 // StreamErrorObject is a stream event carrying an error object
