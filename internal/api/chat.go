@@ -105,6 +105,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) *candidates.Req
 		Model: chat.Model, Stream: chat.Stream, Client: clientName, Priority: prio,
 		Received: received, Candidates: plan, Chat: chat, Header: r.Header,
 	}
+	req.Hedge = policy.Hedge
 	if d := shorter(policy.Deadline, asked); d > 0 {
 		req.Deadline = received.Add(d)
 	}

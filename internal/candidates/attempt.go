@@ -51,6 +51,7 @@ type Attempt struct {
 	fb       time.Duration // admission to the first event (stream) or response headers
 	usage    upstream.Usage
 	hasUsage bool
+	probe    bool // holds its target's health probe
 	finished bool // closed: slots released
 	settled  bool // the request's outcome is recorded
 }

@@ -32,6 +32,11 @@ func TestHealthBlockValidation(t *testing.T) {
 		{"    health: { failure: 3 }\n", model, `unknown field "failure"`},
 		{"", "models:\n  - name: m\n    strategy: fastest\n    candidates: [ { provider: a } ]\n", `models[0].strategy: "fastest" is unknown (known: weighted, least_latency)`},
 		{"", "models:\n  - name: m\n    deadline: 0s\n    candidates: [ { provider: a } ]\n", `models[0].deadline must be a positive duration, got 0s`},
+		{"", "models:\n  - name: m\n    hedge: { max: 1 }\n    candidates: [ { provider: a } ]\n", `models[0].hedge.after is required`},
+		{"", "models:\n  - name: m\n    hedge: { after: p100 }\n    candidates: [ { provider: a } ]\n", `models[0].hedge.after: "p100" is not a percentile`},
+		{"", "models:\n  - name: m\n    hedge: { after: soon }\n    candidates: [ { provider: a } ]\n", `models[0].hedge.after: "soon" is neither`},
+		{"", "models:\n  - name: m\n    hedge: { after: 1s, max: 0 }\n    candidates: [ { provider: a } ]\n", `models[0].hedge.max must be at least 1, got 0`},
+		{"    stream_commit: { events: 0 }\n", model, `providers[0].stream_commit.events must be at least 1, got 0`},
 	}
 	for _, tt := range tests {
 		_, err := ParseRoutes([]byte(head+tt.extra+tt.model), env(map[string]string{}))

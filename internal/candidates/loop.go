@@ -55,6 +55,8 @@ type Request struct {
 	// Deadline, when set, bounds every attempt, queue wait and the relay:
 	// past it the request ends with deadline_exceeded.
 	Deadline time.Time
+	// Hedge is the route's hedging; the zero value is off.
+	Hedge Hedge
 }
 
 // Outcome is how a request ended. When Committed is false the caller writes
@@ -86,6 +88,7 @@ type Observer interface {
 	RequestDone(route, status string, code int, d time.Duration)
 	Enqueued(d time.Duration) // time to hand the final request record to the recorder
 	RetryBudgetExhausted(c *Candidate)
+	HedgeDone(c *Candidate, result string) // a hedge attempt won, lost or failed
 }
 
 // Runner is the attempt loop.
@@ -98,6 +101,8 @@ type Runner struct {
 	Now       func() time.Time
 	Clock     watchdog.Clock // arms the attempts' deadlines; nil: the process clock
 	Budget    *RetryBudget   // bounds attempts beyond a request's first; nil: unbounded
+	// HedgeMinDelay floors a hedge delay taken from a latency percentile.
+	HedgeMinDelay time.Duration
 	// TestHook, when set, is called with "attempt" before each provider
 	// call. Fault tests use it to inject panics.
 	TestHook func(point string)
@@ -116,7 +121,8 @@ type walk struct {
 	req        *Request
 	ctx        context.Context    // the request's
 	cancel     context.CancelFunc // releases the deadline's context, if any
-	att        Attempt            // the attempt in flight; attempts of one request run one after another
+	att        Attempt            // the attempt in flight, when attempts run one after another
+	winner     *Attempt           // the attempt that committed
 	rows       []report.Candidate // current record of each candidate
 	retryable  bool               // every failure so far was admission or 429
 	timedOut   bool               // the last failure was a timeout (not admission)
@@ -154,8 +160,13 @@ func (r *Runner) run(ctx context.Context, req *Request, cancel context.CancelFun
 	w.att.w = w
 	w.recordPlanned()
 	defer w.recordPanic()
-	if w.run(ctx) {
-		return &w.att, nil
+	if req.Hedge.On() {
+		if w.runHedged(ctx) {
+			return w.winner, nil
+		}
+	} else if w.run(ctx) {
+		w.winner = &w.att
+		return w.winner, nil
 	}
 	w.finishRequest()
 	return nil, &w.out
@@ -349,18 +360,9 @@ func (w *walk) attempt(ctx context.Context, i int) (done bool) {
 // the admission failure settled the request.
 func (w *walk) admit(ctx context.Context, i int) (lease *admission.Lease, done bool) {
 	c := &w.req.Candidates[i]
-	prov := c.Target.Provider
-	w.current = i
-	if w.tried == 0 {
-		w.r.Budget.First()
-	}
-	w.tried++
-	if w.unrecorded > 0 {
-		w.recordSkips()
-	}
+	w.starting(i)
 	start := w.r.Now()
-	w.dims[0] = admission.Dimension{Gate: admission.TargetGate, ID: c.Target.ID, Label: prov.Name, Limit: prov.MaxConcurrency}
-	lease, err := w.r.Admit.Acquire(ctx, admission.Request{Priority: w.req.Priority, Budget: prov.QueueBudget, Dimensions: w.dims[:]})
+	lease, err := w.r.Admit.Acquire(ctx, w.admission(i, &w.dims))
 	if err != nil {
 		if w.r.Observe != nil {
 			w.r.Observe.AdmissionWait(c, w.r.Now().Sub(start), err)
@@ -373,6 +375,28 @@ func (w *walk) admit(ctx context.Context, i int) (lease *admission.Lease, done b
 	return lease, false
 }
 
+// starting notes that candidate i gets an attempt: the first of the request
+// counts for the retry budget, and cooling skips noted so far are recorded.
+func (w *walk) starting(i int) {
+	w.current = i
+	if w.tried == 0 {
+		w.r.Budget.First()
+	}
+	w.tried++
+	if w.unrecorded > 0 {
+		w.recordSkips()
+	}
+}
+
+// admission is candidate i's admission request; dims is where its quota
+// dimensions live.
+func (w *walk) admission(i int, dims *[1]admission.Dimension) admission.Request {
+	c := &w.req.Candidates[i]
+	prov := c.Target.Provider
+	dims[0] = admission.Dimension{Gate: admission.TargetGate, ID: c.Target.ID, Label: prov.Name, Limit: prov.MaxConcurrency}
+	return admission.Request{Priority: w.req.Priority, Budget: prov.QueueBudget, Dimensions: dims[:]}
+}
+
 func (w *walk) release(lease *admission.Lease) {
 	lease.Release()
 	if w.r.Observe != nil {
@@ -382,15 +406,20 @@ func (w *walk) release(lease *admission.Lease) {
 
 // begin hands candidate i's slots to the attempt and records it pending.
 func (w *walk) begin(i int, lease *admission.Lease) *Attempt {
-	admitted := w.r.Now()
-	w.att.reset(i, lease, admitted)
-	if w.r.Observe != nil {
-		w.r.Observe.AdmissionWait(&w.req.Candidates[i], admitted.Sub(w.admitStart), nil)
-	}
-	row := &w.rows[i]
-	row.Status, row.StartedAt = report.CandidatePending, admitted
-	w.r.Record.RecordCandidate(*row)
+	w.att.reset(i, lease, w.r.Now())
+	w.begun(&w.att, w.admitStart)
 	return &w.att
+}
+
+// begun observes an attempt's granted admission wait and records its
+// candidate pending.
+func (w *walk) begun(a *Attempt, queued time.Time) {
+	if w.r.Observe != nil {
+		w.r.Observe.AdmissionWait(&w.req.Candidates[a.i], a.admitted.Sub(queued), nil)
+	}
+	row := &w.rows[a.i]
+	row.Status, row.StartedAt = report.CandidatePending, a.admitted
+	w.r.Record.RecordCandidate(*row)
 }
 
 // end records how candidate i's attempt ended and reports whether the

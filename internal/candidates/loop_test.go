@@ -33,6 +33,7 @@ func (o panicObserver) WatchdogFired(*Candidate, string)               {}
 func (o panicObserver) RequestDone(string, string, int, time.Duration) {}
 func (o panicObserver) Enqueued(time.Duration)                         {}
 func (o panicObserver) RetryBudgetExhausted(*Candidate)                {}
+func (o panicObserver) HedgeDone(*Candidate, string)                   {}
 
 // ledger keeps the last record of each row.
 type ledger struct {

@@ -75,6 +75,7 @@ type route struct {
 	size         int        // candidates per plan
 	leastLatency bool       // order each tier by first-byte EWMA
 	deadline     time.Duration
+	hedge        Hedge
 }
 
 // Planner turns a model name into ordered candidates. It is safe for
@@ -126,6 +127,9 @@ func NewPlanner(r *Routes, opts PlannerOptions) (*Planner, error) {
 	for i := range r.Models {
 		mc := &r.Models[i]
 		rt := &route{name: mc.Name, leastLatency: mc.Strategy == StrategyLeastLatency, deadline: time.Duration(mc.Deadline)}
+		if h := mc.Hedge; h.Max > 0 {
+			rt.hedge = Hedge{After: h.after, Quantile: h.quantile, Max: h.Max}
+		}
 		byPrio := map[int][]*entry{}
 		var prios []int
 		for _, ec := range mc.Candidates {
@@ -228,7 +232,21 @@ func (p *Planner) Providers() []*Provider { return p.providers }
 // Policy is what a model route sets for a request as a whole.
 type Policy struct {
 	Deadline time.Duration // 0: none
+	Hedge    Hedge
 }
+
+// Hedge is a route's hedging: start the next candidate too once the running
+// attempt has not committed after After, or after the Quantile of its
+// target's first-byte latency; at most Max extra attempts at once. The zero
+// value is off.
+type Hedge struct {
+	After    time.Duration
+	Quantile float64
+	Max      int
+}
+
+// On reports whether hedging is configured.
+func (h Hedge) On() bool { return h.Max > 0 }
 
 // Plan orders the candidates for one request of model.
 func (p *Planner) Plan(model string) ([]Candidate, error) {
@@ -242,7 +260,7 @@ func (p *Planner) PlanPolicy(model string) (Policy, []Candidate, error) {
 	if rt == nil {
 		return Policy{}, nil, ErrModelNotFound
 	}
-	return Policy{Deadline: rt.deadline}, p.plan(rt), nil
+	return Policy{Deadline: rt.deadline, Hedge: rt.hedge}, p.plan(rt), nil
 }
 
 func (p *Planner) plan(rt *route) []Candidate {

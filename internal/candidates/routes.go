@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,8 +97,21 @@ type ModelConfig struct {
 	Strategy string `yaml:"strategy"`
 	// Deadline bounds the whole request: every attempt, queue wait and the
 	// relay. Clients may shorten it with X-Gateway-Deadline. Zero: none.
-	Deadline   Duration      `yaml:"deadline"`
+	Deadline Duration `yaml:"deadline"`
+	// Hedge, when set, starts the next candidate too once the running
+	// attempt has not committed after After: a duration, or a percentile
+	// of the running target's first-byte latency ("p95"). Off by default.
+	Hedge      HedgeConfig   `yaml:"hedge"`
 	Candidates []EntryConfig `yaml:"candidates"`
+}
+
+// HedgeConfig is a model route's hedging.
+type HedgeConfig struct {
+	After string `yaml:"after"` // "800ms" or "p95"
+	Max   int    `yaml:"max"`   // extra attempts at once; default 1
+
+	after    time.Duration // parsed After, when a duration
+	quantile float64       // parsed After, when a percentile
 }
 
 // Model route strategies.
@@ -320,6 +334,11 @@ func (v *validator) validate(r *Routes) error {
 		default:
 			return v.fail(path+".strategy", ": %s is unknown (known: weighted, least_latency)", quoteShort(m.Strategy))
 		}
+		if _, written := v.lines[path+".hedge"]; written {
+			if err := v.hedge(&m.Hedge, path+".hedge"); err != nil {
+				return err
+			}
+		}
 		if _, written := v.lines[path+".deadline"]; written && m.Deadline <= 0 {
 			return v.fail(path+".deadline", " must be a positive duration, got %s", time.Duration(m.Deadline))
 		}
@@ -438,6 +457,34 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		p.StreamCommit.Events = 1
 	}
 	return v.health(&p.Health, path+".health")
+}
+
+// hedge validates a route's hedge block.
+func (v *validator) hedge(h *HedgeConfig, path string) error {
+	a := strings.TrimSpace(h.After)
+	switch {
+	case a == "":
+		return v.fail(path+".after", " is required: a duration like 800ms, or a percentile like p95")
+	case a[0] == 'p' || a[0] == 'P':
+		q, err := strconv.ParseFloat(a[1:], 64)
+		if err != nil || q <= 0 || q >= 100 {
+			return v.fail(path+".after", ": %s is not a percentile between p1 and p99.9", quoteShort(a))
+		}
+		h.quantile = q / 100
+	default:
+		d, err := time.ParseDuration(a)
+		if err != nil || d <= 0 {
+			return v.fail(path+".after", ": %s is neither a positive duration (800ms) nor a percentile (p95)", quoteShort(a))
+		}
+		h.after = d
+	}
+	if _, written := v.lines[path+".max"]; written && h.Max < 1 {
+		return v.fail(path+".max", " must be at least 1, got %d", h.Max)
+	}
+	if h.Max == 0 {
+		h.Max = 1
+	}
+	return nil
 }
 
 // health validates a provider's health block and fills in its defaults. A

@@ -79,6 +79,9 @@ type Config struct {
 	// RetryBudgetMinPerSecond is the retry budget's floor, so that a quiet
 	// gateway can still fail over. 0 and 0: no attempt beyond the first.
 	RetryBudgetMinPerSecond int `env:"GATEWAY_RETRY_BUDGET_MIN_PER_SECOND" envDefault:"10"`
+	// HedgeMinDelay floors a route's hedge delay when it is a percentile of
+	// the target's first-byte latency (hedge: {after: p95}).
+	HedgeMinDelay time.Duration `env:"GATEWAY_HEDGE_MIN_DELAY" envDefault:"100ms"`
 	// ReportRetention deletes ledger rows older than this; 0 keeps everything.
 	ReportRetention time.Duration `env:"GATEWAY_REPORT_RETENTION" envDefault:"720h"`
 
@@ -148,6 +151,7 @@ func (c *Config) validate() error {
 		{"GATEWAY_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout},
 		{"GATEWAY_READ_BODY_TIMEOUT", c.ReadBodyTimeout},
 		{"GATEWAY_STREAM_WRITE_TIMEOUT", c.StreamWriteTimeout},
+		{"GATEWAY_HEDGE_MIN_DELAY", c.HedgeMinDelay},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,10 @@ type Target struct {
 	ewma atomic.Int64
 	// sampled is when the last sample arrived (the clock's UnixNano).
 	sampled atomic.Int64
+	// recent holds the last len(recent) first-byte samples plus one (zero:
+	// empty), for percentiles; next counts samples written.
+	recent [64]atomic.Int64
+	next   atomic.Uint64
 	// removed detaches a target a reload dropped: its late verdicts may be
 	// about an origin or key the provider no longer has.
 	removed atomic.Bool
@@ -281,9 +286,34 @@ func (t *Target) FirstByte(d time.Duration) {
 		}
 		if t.ewma.CompareAndSwap(old, next) {
 			t.sampled.Store(t.tracker.clock.Now().UnixNano())
+			t.recent[(t.next.Add(1)-1)%uint64(len(t.recent))].Store(int64(d) + 1)
 			return
 		}
 	}
+}
+
+// MinQuantileSamples is how many recent samples Quantile needs to answer.
+const MinQuantileSamples = 20
+
+// Quantile returns the q-quantile (0 < q < 1) of the target's recent
+// first-byte samples (the last 64); ok is false with fewer than
+// MinQuantileSamples. It copies and sorts at most 64 values: for hedging
+// decisions, once per request, not per event.
+func (t *Target) Quantile(q float64) (d time.Duration, ok bool) {
+	var buf [len(t.recent)]int64
+	n := 0
+	for i := range t.recent {
+		if v := t.recent[i].Load(); v != 0 {
+			buf[n] = v - 1
+			n++
+		}
+	}
+	if n < MinQuantileSamples {
+		return 0, false
+	}
+	s := buf[:n]
+	slices.Sort(s)
+	return time.Duration(s[min(n-1, int(q*float64(n)))]), true
 }
 
 // LatencyStaleAfter is how long a first-byte EWMA stays current without a

@@ -69,6 +69,7 @@ type Metrics struct {
 	panics          prometheus.Counter
 	healthMoves     *prometheus.CounterVec
 	retryBudget     *prometheus.CounterVec
+	hedges          *prometheus.CounterVec
 
 	stage [numStages]prometheus.Observer // cached per stage
 	// prov holds each provider's children, resolved once in New and keyed by
@@ -135,12 +136,16 @@ func New(src Sources) *Metrics {
 			Name: "gateway_retry_budget_exhausted_total",
 			Help: "Attempts beyond a request's first that the retry budget refused, by the provider of the refused candidate.",
 		}, []string{"provider"}),
+		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_hedges_total",
+			Help: "Hedge attempts (started because the running attempt was slow to commit), by provider and result: won (committed first), lost (another attempt settled the request), failed.",
+		}, []string{"provider", "result"}),
 		prov: map[*candidates.Provider]*providerObs{},
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.attempts, m.firstByte, m.stages, m.admissionWait,
-		m.admTimeouts, m.watchdog, m.panics, m.healthMoves, m.retryBudget,
+		m.admTimeouts, m.watchdog, m.panics, m.healthMoves, m.retryBudget, m.hedges,
 	)
 	for i, s := range stageNames {
 		m.stage[i] = m.stages.WithLabelValues(s)
@@ -163,6 +168,9 @@ func New(src Sources) *Metrics {
 				m.healthMoves.WithLabelValues(p.Name, s.String())
 			}
 			m.retryBudget.WithLabelValues(p.Name)
+			for _, r := range []string{candidates.HedgeWon, candidates.HedgeLost, candidates.HedgeFailed} {
+				m.hedges.WithLabelValues(p.Name, r)
+			}
 		}
 	}
 	if src.Admission != nil {

@@ -97,3 +97,8 @@ func (m *Metrics) Enqueued(d time.Duration) { m.stage[stageReportEnqueue].Observ
 func (m *Metrics) RetryBudgetExhausted(c *candidates.Candidate) {
 	m.retryBudget.WithLabelValues(c.Target.Provider.Name).Inc()
 }
+
+// HedgeDone counts a hedge attempt's result (won, lost, failed).
+func (m *Metrics) HedgeDone(c *candidates.Candidate, result string) {
+	m.hedges.WithLabelValues(c.Target.Provider.Name, result).Inc()
+}

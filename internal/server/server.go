@@ -99,7 +99,8 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 	}
 	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics, Upstreams: senders,
 		HoldMode: cfg.HoldMode, Now: time.Now,
-		Budget: candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond, nil)}
+		Budget:        candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond, nil),
+		HedgeMinDelay: cfg.HedgeMinDelay}
 	g.API = api.New(api.Options{
 		Planner: planner, Runner: runner, Admission: g.Scheduler, Reports: store,
 		Clients: api.NewClientKeys(routes.Clients), Health: g.Health,

@@ -1,0 +1,275 @@
+package candidates
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/health"
+	"github.com/llmgw/gateway/internal/report"
+)
+
+// ErrHedgeLost is the cause that cancels an attempt once another attempt of
+// the same request settled it (committed first, or ended it otherwise).
+var ErrHedgeLost = errors.New("another attempt of the request settled it first")
+
+// Hedge results in gateway_hedges_total: a hedge attempt (one started by the
+// hedge timer, not by a failure) that committed first, that lost to another
+// attempt, or that failed by itself.
+const (
+	HedgeWon    = "won"
+	HedgeLost   = "lost"
+	HedgeFailed = "failed"
+)
+
+// flight is one attempt of a hedged request, running on its own goroutine
+// until it commits or fails. Only the walk's goroutine reads the records.
+type flight struct {
+	a      *Attempt
+	cancel context.CancelCauseFunc
+	hedge  bool // started by the hedge timer
+}
+
+// landing is how a flight ended before or at its commit point.
+type landing struct {
+	f        *flight
+	queued   time.Time // when it asked for its slots
+	admitErr error     // no slots: the admission error
+	err      error     // the attempt's error; nil: it committed
+	panicked any       // a panic on the flight's goroutine, re-raised by the walk
+}
+
+// runHedged is run for a route with hedging: attempts run on goroutines so
+// that, when the running one has not committed after the hedge delay, the
+// next candidate starts too. The first to commit wins; the others are
+// cancelled (their upstream requests end) and recorded cancelled, 499,
+// hedge_lost. A failure still fails over to the next candidate. Every record
+// is written from this goroutine.
+func (w *walk) runHedged(ctx context.Context) (committed bool) {
+	h := &hedging{w: w, ctx: ctx, landed: make(chan landing, len(w.req.Candidates)), fired: make(chan int, 1)}
+	defer h.stopTimer()
+	for {
+		if len(h.flying) == 0 && !h.launch(false) {
+			break
+		}
+		select {
+		case l := <-h.landed:
+			if done := h.land(l); done {
+				return w.winner != nil
+			}
+		case gen := <-h.fired:
+			if gen == h.gen && len(h.flying) <= w.req.Hedge.Max {
+				h.launch(true)
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		// The request ended while nothing was in flight.
+		w.stop(h.next, w.clientGone(ctx))
+		return false
+	}
+	// Nothing left to start: the sequential walk's end applies.
+	if i := w.coolest(); i >= 0 {
+		w.probe = w.req.Candidates[i].Target.Health.Force()
+		if w.attempt(ctx, i) {
+			if w.att.committed() {
+				w.winner = &w.att
+			}
+			return w.winner != nil
+		}
+	}
+	w.exhausted()
+	return false
+}
+
+// hedging is the state of one hedged walk.
+type hedging struct {
+	w      *walk
+	ctx    context.Context
+	landed chan landing
+	flying []*flight
+	next   int // the next candidate to consider
+
+	stop  func() bool
+	gen   int // the hedge timer's generation; a stale firing is ignored
+	fired chan int
+}
+
+// launch starts the next candidate that may be tried, on its own goroutine,
+// and arms the hedge timer for it. It reports false when none is left.
+func (h *hedging) launch(hedge bool) bool {
+	w := h.w
+	for ; h.next < len(w.req.Candidates); h.next++ {
+		i := h.next
+		if w.rows[i].Status != report.CandidateAvailable || h.ctx.Err() != nil {
+			if h.ctx.Err() != nil {
+				return false
+			}
+			continue
+		}
+		if w.cooling(i) || w.overBudget(i) {
+			continue
+		}
+		h.next++
+		h.start(i, hedge)
+		return true
+	}
+	return false
+}
+
+func (h *hedging) start(i int, hedge bool) {
+	w := h.w
+	w.starting(i)
+	actx, cancel := context.WithCancelCause(h.ctx)
+	f := &flight{a: &Attempt{w: w, i: i}, cancel: cancel, hedge: hedge}
+	probe := w.probe
+	w.probe = false
+	h.flying = append(h.flying, f)
+	go h.fly(actx, f, probe)
+	h.arm(i)
+}
+
+// fly runs on the flight's goroutine: admission, then the attempt up to its
+// commit point. It touches nothing of the walk but its own attempt.
+func (h *hedging) fly(ctx context.Context, f *flight, probe bool) {
+	l := landing{f: f, queued: h.w.r.Now()}
+	defer func() {
+		if v := recover(); v != nil {
+			l.panicked = v
+			f.a.close() // its slots, if it had them; the walk re-raises the panic
+		}
+		h.landed <- l
+	}()
+	var dims [1]admission.Dimension
+	lease, err := h.w.r.Admit.Acquire(ctx, h.w.admission(f.a.i, &dims))
+	f.a.probe = probe
+	if err != nil {
+		l.admitErr = err
+		return
+	}
+	f.a.reset(f.a.i, lease, h.w.r.Now())
+	f.a.probe = probe
+	l.err = f.a.open(ctx)
+}
+
+// land handles a flight that committed or failed; it reports whether the
+// request is settled (committed, or ended).
+func (h *hedging) land(l landing) (done bool) {
+	w, f := h.w, l.f
+	h.remove(f)
+	w.current, w.probe = f.a.i, f.a.probe
+	if l.panicked != nil {
+		h.cancelAll()
+		panic(l.panicked)
+	}
+	if l.admitErr != nil {
+		if w.r.Observe != nil {
+			w.r.Observe.AdmissionWait(&w.req.Candidates[f.a.i], w.r.Now().Sub(l.queued), l.admitErr)
+		}
+		done = w.admissionFailed(h.ctx, f.a.i, l.queued, l.admitErr)
+	} else {
+		w.begun(f.a, l.queued)
+		if l.err == nil {
+			w.winner = f.a
+			h.observe(f, HedgeWon)
+			done = true
+		} else {
+			f.a.close()
+			h.observe(f, HedgeFailed)
+			done = w.end(f.a, l.err)
+		}
+	}
+	if done {
+		h.cancelAll()
+	}
+	return done
+}
+
+// cancelAll ends every flight still running and records each as lost to the
+// attempt that settled the request, once its goroutine is done.
+func (h *hedging) cancelAll() {
+	for _, f := range h.flying {
+		f.cancel(ErrHedgeLost)
+	}
+	for len(h.flying) > 0 {
+		l := <-h.landed
+		h.remove(l.f)
+		h.lost(l)
+	}
+}
+
+// lost records a flight cancelled because another attempt settled the
+// request. A flight that committed all the same lets go of its response.
+func (h *hedging) lost(l landing) {
+	w, a := h.w, l.f.a
+	i := a.i
+	w.probe = a.probe
+	w.healthDone(i, health.Verdict{}) // losing says nothing of the target
+	row := &w.rows[i]
+	now := w.r.Now()
+	if l.admitErr == nil {
+		a.close()
+		row.StartedAt = a.admitted
+	} else {
+		row.StartedAt = l.queued
+	}
+	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.fb
+	if w.rows[i].Status == report.CandidateAvailable || w.rows[i].Status == report.CandidatePending {
+		w.settle(i, report.CandidateCancelled, 499, report.ErrorTypeHedgeLost, ErrHedgeLost.Error())
+	}
+	h.observe(l.f, HedgeLost)
+}
+
+func (h *hedging) observe(f *flight, result string) {
+	if f.hedge && h.w.r.Observe != nil {
+		h.w.r.Observe.HedgeDone(&h.w.req.Candidates[f.a.i], result)
+	}
+}
+
+func (h *hedging) remove(f *flight) {
+	for j, g := range h.flying {
+		if g == f {
+			h.flying = append(h.flying[:j], h.flying[j+1:]...)
+			f.cancel(nil) // releases the flight's context; a no-op once cancelled
+			return
+		}
+	}
+}
+
+// arm starts the hedge timer for the attempt just launched on candidate i:
+// the route's delay, or the percentile of the target's first-byte latency,
+// floored at the runner's minimum. Without enough samples for a percentile
+// there is no hedge.
+func (h *hedging) arm(i int) {
+	h.stopTimer()
+	select {
+	case <-h.fired: // a firing of the previous timer nobody acted on
+	default:
+	}
+	h.gen++
+	hc := h.w.req.Hedge
+	d := hc.After
+	if hc.Quantile > 0 {
+		q, ok := h.w.req.Candidates[i].Target.Health.Quantile(hc.Quantile)
+		if !ok {
+			return
+		}
+		d = max(q, h.w.r.HedgeMinDelay)
+	}
+	gen := h.gen
+	t := h.w.r.clock().AfterFunc(d, func() {
+		select {
+		case h.fired <- gen:
+		default:
+		}
+	})
+	h.stop = t.Stop
+}
+
+func (h *hedging) stopTimer() {
+	if h.stop != nil {
+		h.stop()
+		h.stop = nil
+	}
+}
