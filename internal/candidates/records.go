@@ -1,0 +1,141 @@
+package candidates
+
+import (
+	"net/http"
+
+	"github.com/llmgw/gateway/internal/report"
+)
+
+// How the walk puts a request and its candidates on record: the planned
+// rows, each candidate's settlement, the untried ones, and the request's
+// final row (the table of events and rows in docs/architecture.md).
+
+// recordPlanned writes the pending request and its available candidates.
+func (w *walk) recordPlanned() {
+	req := w.req
+	w.r.Record.RecordRequest(report.Request{
+		ID: req.ID, ClientRequestID: req.ClientRequestID, CreatedAt: req.Received,
+		Model: req.Model, Stream: req.Stream, Client: req.Client, Priority: req.Priority.String(),
+		Status: report.RequestPending, CandidateCount: len(req.Candidates),
+	})
+	w.rows = make([]report.Candidate, len(req.Candidates))
+	for i := range req.Candidates {
+		c := &req.Candidates[i]
+		w.rows[i] = report.Candidate{
+			RequestID: req.ID, Index: c.Index, Provider: c.Target.Provider.Name,
+			Endpoint: c.Target.Provider.Origin, KeyID: c.Target.KeyID, Model: c.Model,
+			Status: report.CandidateAvailable, CreatedAt: req.Received,
+		}
+		w.r.Record.RecordCandidate(w.rows[i])
+	}
+}
+
+// finishRequest writes the request's final record.
+func (w *walk) finishRequest() {
+	out := &w.out
+	now := w.r.Now()
+	out.Tried = w.tried
+	if !w.sent.IsZero() {
+		out.FirstByte = w.sent.Sub(w.req.Received)
+	}
+	rec := report.Request{
+		ID: w.req.ID, ClientRequestID: w.req.ClientRequestID, CreatedAt: w.req.Received,
+		Model: w.req.Model, Stream: w.req.Stream, Client: w.req.Client, Priority: w.req.Priority.String(),
+		Status: out.Status, StatusCode: out.StatusCode, ErrorType: out.ErrorType,
+		Latency: now.Sub(w.req.Received), FirstByte: out.FirstByte, CandidateCount: len(w.req.Candidates),
+		FinishedAt: now,
+	}
+	if out.HasUsage {
+		rec.HasUsage = true
+		rec.PromptTokens, rec.CompletionTokens, rec.TotalTokens = out.Usage.PromptTokens, out.Usage.CompletionTokens, out.Usage.TotalTokens
+	}
+	w.r.Record.RecordRequest(rec)
+	if w.cancel != nil {
+		w.cancel()
+	}
+	if w.r.Observe != nil {
+		w.r.Observe.Enqueued(w.r.Now().Sub(now))
+		w.r.Observe.RequestDone(w.req.Model, out.Status, out.StatusCode, rec.Latency)
+	}
+}
+
+func (w *walk) settle(i int, status string, code int, errorType, msg string) {
+	row := &w.rows[i]
+	row.Status, row.StatusCode, row.ErrorType, row.ErrorMessage = status, code, errorType, msg
+	if row.FinishedAt.IsZero() && !row.StartedAt.IsZero() {
+		row.FinishedAt = w.r.Now()
+		row.Latency = row.FinishedAt.Sub(row.StartedAt)
+	}
+	if status == report.CandidateFailed {
+		w.failed++
+	}
+	w.r.Record.RecordCandidate(*row)
+	if w.r.Observe != nil {
+		w.r.Observe.CandidateDone(&w.req.Candidates[i], status, errorType, row.Latency)
+	}
+}
+
+// skipProvider marks the failed candidate's provider as in trouble for this
+// request: its other keys would meet the same outage.
+func (w *walk) skipProvider(i int) {
+	prov := w.req.Candidates[i].Target.Provider
+	for j := i + 1; j < len(w.req.Candidates); j++ {
+		if w.req.Candidates[j].Target.Provider == prov && w.rows[j].Status == report.CandidateAvailable {
+			w.rows[j].Status, w.rows[j].SkipReason = report.CandidateSkipped, report.SkipProviderFailed
+			w.r.Record.RecordCandidate(w.rows[j])
+			w.observeUntried(j)
+		}
+	}
+}
+
+// observeUntried counts an unused or skipped candidate, so candidate
+// outcomes in metrics add up to every planned candidate.
+func (w *walk) observeUntried(j int) {
+	if w.r.Observe != nil {
+		w.r.Observe.CandidateDone(&w.req.Candidates[j], w.rows[j].Status, "", 0)
+	}
+}
+
+// stop settles the request with out: candidates from index from on that were
+// never tried become unused. It returns true, for callers that report done.
+func (w *walk) stop(from int, out Outcome) bool {
+	w.recordSkips()
+	for j := from; j < len(w.rows); j++ {
+		if w.rows[j].Status == report.CandidateAvailable {
+			w.rows[j].Status = report.CandidateUnused
+			w.r.Record.RecordCandidate(w.rows[j])
+			w.observeUntried(j)
+		}
+	}
+	w.out = out
+	return true
+}
+
+// exhausted settles a request whose every candidate failed (DESIGN section
+// 4): 429 when each failed by admission or an upstream 429, 504 when the last
+// failure was a timeout, else 502.
+func (w *walk) exhausted() {
+	w.recordSkips()
+	out := Outcome{Status: report.RequestFailed, Code: "candidates_exhausted"}
+	switch {
+	case w.failed > 0 && w.retryable:
+		out.StatusCode = http.StatusTooManyRequests
+		out.RetryAfter = w.retryAfter
+		out.Message = "every candidate is at capacity or rate limited; retry later"
+	case w.timedOut:
+		out.StatusCode = http.StatusGatewayTimeout
+		out.Message = "every candidate failed; the last one timed out"
+	default:
+		out.StatusCode = http.StatusBadGateway
+		out.Message = "every candidate failed"
+	}
+	// The request row names the last candidate's error type: it says why the
+	// request ended; candidates_exhausted is the client-facing code.
+	for j := len(w.rows) - 1; j >= 0; j-- {
+		if w.rows[j].Status == report.CandidateFailed {
+			out.ErrorType = w.rows[j].ErrorType
+			break
+		}
+	}
+	w.out = out
+}
