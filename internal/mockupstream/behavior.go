@@ -49,6 +49,12 @@ type Behavior struct {
 	// chunks were sent: the client reads an unexpected EOF and never sees [DONE].
 	// StallAfterChunks wins when both trigger at the same chunk.
 	ResetAfterChunks int
+	// ErrorAfterChunks (stream), when > 0, sends an error object event
+	// (data: {"error":{...}}) once that many content chunks were sent and ends the
+	// stream there, cleanly but without [DONE]: how OpenAI reports a failure in the
+	// middle of a generation. StallAfterChunks and ResetAfterChunks win when they
+	// trigger at the same chunk.
+	ErrorAfterChunks int
 	// Status, when non-zero and not 200, is answered with an OpenAI-shaped error body
 	// instead of a completion (for stream requests too: providers fail before the stream
 	// starts). Subject to FailRate.
@@ -90,6 +96,7 @@ const (
 	HeaderChunkInterval     = "X-Mock-Chunk-Interval"
 	HeaderStallAfterChunks  = "X-Mock-Stall-After-Chunks"
 	HeaderResetAfterChunks  = "X-Mock-Reset-After-Chunks"
+	HeaderErrorAfterChunks  = "X-Mock-Error-After-Chunks"
 	HeaderStatus            = "X-Mock-Status"
 	HeaderFailRate          = "X-Mock-Fail-Rate"
 	HeaderHangRate          = "X-Mock-Hang-Rate"
@@ -145,6 +152,7 @@ func (b Behavior) Validate() error {
 	}{
 		{"Comments", b.Comments}, {"Chunks", b.Chunks},
 		{"StallAfterChunks", b.StallAfterChunks}, {"ResetAfterChunks", b.ResetAfterChunks},
+		{"ErrorAfterChunks", b.ErrorAfterChunks},
 	}
 	for _, f := range counts {
 		if err := checkCount(f.n); err != nil {
@@ -252,6 +260,7 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 	dur(HeaderChunkInterval, &b.ChunkInterval)
 	count(HeaderStallAfterChunks, &b.StallAfterChunks)
 	count(HeaderResetAfterChunks, &b.ResetAfterChunks)
+	count(HeaderErrorAfterChunks, &b.ErrorAfterChunks)
 	boolean(HeaderUsage, &b.Usage)
 	if v, ok := headerValue(h, HeaderStatus); ok && err == nil {
 		n, perr := strconv.Atoi(v)

@@ -278,6 +278,14 @@ func serveStream(w http.ResponseWriter, r *http.Request, b *Behavior, c *complet
 		if i == b.ResetAfterChunks {
 			return outcomeReset
 		}
+		if i == b.ErrorAfterChunks {
+			bufs.out = append(bufs.out[:0], "data: "...)
+			bufs.out = append(appendErrorBody(bufs.out, "mock stream error", "server_error", "", "server_error"), '\n')
+			if !send(bufs.out) {
+				return outcomeCancelled
+			}
+			return outcomeFailed
+		}
 	}
 	if includeUsage {
 		bufs.out = c.appendUsageChunk(bufs.out[:0], bufs.prefix)

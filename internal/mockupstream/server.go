@@ -19,7 +19,7 @@ type Stats struct {
 	Requests  uint64 `json:"requests"`
 	InFlight  int64  `json:"in_flight"`
 	Completed uint64 `json:"completed"` // a success answer was written in full
-	Failed    uint64 `json:"failed"`    // an injected error status was answered
+	Failed    uint64 `json:"failed"`    // an injected error status or stream error event was answered
 	Rejected  uint64 `json:"rejected"`  // 400/413: malformed body or X-Mock-* header
 	// Cancelled counts requests whose context ended (or whose connection failed a write)
 	// before the mock finished its answer: a client or gateway that gave up.
