@@ -55,6 +55,8 @@ func run(ctx context.Context, args []string, logw io.Writer, listening func(net.
 	fs.IntVar(&b.Status, "status", 0, "answer this error status (0 or 200 = succeed), subject to -fail-rate")
 	fs.Float64Var(&b.FailRate, "fail-rate", 0, "share 0..1 of requests that fail with -status (500 if unset); 0 = all when -status is set")
 	fs.Float64Var(&b.HangRate, "hang-rate", 0, "share 0..1 of the requests not failed by -fail-rate that hang until the client gives up (stream: after the headers)")
+	fs.Float64Var(&b.SlowRate, "slow-rate", 0, "stream: share 0..1 of the streams neither failed nor hung whose first byte waits -slow-delay instead of -first-byte-delay")
+	fs.DurationVar(&b.SlowDelay, "slow-delay", 0, "stream: first-byte delay of the -slow-rate share")
 	fs.StringVar(&b.RetryAfter, "retry-after", "", "Retry-After header on error answers")
 	// Default on, unlike Behavior.Usage: a standalone mock should act like OpenAI unless
 	// asked to emulate a provider that ignores stream_options.

@@ -133,6 +133,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-fail-rate", "2"},
 		{"-hang-rate", "1.5"},
+		{"-slow-rate", "-0.1"},
+		{"-slow-delay", "-1s"},
 		{"-chunks", "-1"},
 		{"-status", "42"},
 		{"-latency", "-1s"},

@@ -70,6 +70,14 @@ type Behavior struct {
 	// the caller's timeout ends. The schedule is FailRate's, on a counter of its own,
 	// over the requests that FailRate did not fail; 1 hangs every one of them.
 	HangRate float64
+	// SlowRate in [0,1] (stream) is the share of streams whose first byte waits
+	// SlowDelay instead of FirstByteDelay: a provider whose answers are mostly fast with
+	// a slow tail, which is what hedged requests rescue. The schedule is FailRate's, on a
+	// counter of its own, over the streams that FailRate did not fail and HangRate did not
+	// hang; a chosen stream's response carries HeaderSlowed, so a test can tell which
+	// ones were slow without timing them.
+	SlowRate  float64
+	SlowDelay time.Duration
 	// RetryAfter, when set, is sent as Retry-After on injected error answers.
 	RetryAfter string
 	// KeyStatus answers every request whose bearer token (Authorization: Bearer <key>)
@@ -100,10 +108,15 @@ const (
 	HeaderStatus            = "X-Mock-Status"
 	HeaderFailRate          = "X-Mock-Fail-Rate"
 	HeaderHangRate          = "X-Mock-Hang-Rate"
+	HeaderSlowRate          = "X-Mock-Slow-Rate"
+	HeaderSlowDelay         = "X-Mock-Slow-Delay"
 	HeaderRetryAfter        = "X-Mock-Retry-After"
 	HeaderIdentity          = "X-Mock-Identity"
 	HeaderUsage             = "X-Mock-Usage"
 )
+
+// HeaderSlowed is a response header: "true" on a stream that SlowRate chose.
+const HeaderSlowed = "X-Mock-Slowed"
 
 // FieldError reports a Behavior value that cannot be used. Field is the X-Mock-* header
 // name when the value came from a request, else the Behavior field name.
@@ -140,6 +153,7 @@ func (b Behavior) Validate() error {
 	}{
 		{"Latency", b.Latency}, {"FirstByteDelay", b.FirstByteDelay},
 		{"CommentInterval", b.CommentInterval}, {"ChunkInterval", b.ChunkInterval},
+		{"SlowDelay", b.SlowDelay},
 	}
 	for _, f := range durs {
 		if f.d < 0 {
@@ -167,6 +181,9 @@ func (b Behavior) Validate() error {
 	}
 	if err := checkRate(b.HangRate); err != nil {
 		return &FieldError{"HangRate", strconv.FormatFloat(b.HangRate, 'g', -1, 64), err}
+	}
+	if err := checkRate(b.SlowRate); err != nil {
+		return &FieldError{"SlowRate", strconv.FormatFloat(b.SlowRate, 'g', -1, 64), err}
 	}
 	for _, st := range b.KeyStatus {
 		// The key stays out of the error: it may be a real credential.
@@ -253,6 +270,7 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 
 	dur(HeaderLatency, &b.Latency)
 	dur(HeaderFirstByteDelay, &b.FirstByteDelay)
+	dur(HeaderSlowDelay, &b.SlowDelay)
 	boolean(HeaderStallAfterHeaders, &b.StallAfterHeaders)
 	count(HeaderComments, &b.Comments)
 	dur(HeaderCommentInterval, &b.CommentInterval)
@@ -297,6 +315,18 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 			err = &FieldError{HeaderHangRate, v, perr}
 		}
 		b.HangRate = r
+	}
+	if v, ok := headerValue(h, HeaderSlowRate); ok && err == nil {
+		r, perr := strconv.ParseFloat(v, 64)
+		if perr != nil {
+			perr = errNotANumber
+		} else {
+			perr = checkRate(r)
+		}
+		if perr != nil {
+			err = &FieldError{HeaderSlowRate, v, perr}
+		}
+		b.SlowRate = r
 	}
 	if v, ok := headerValue(h, HeaderRetryAfter); ok {
 		b.RetryAfter = v

@@ -40,6 +40,8 @@ func TestValidate(t *testing.T) {
 		{Behavior{Status: 42}, "Status"},
 		{Behavior{FailRate: 2}, "FailRate"},
 		{Behavior{HangRate: -0.5}, "HangRate"},
+		{Behavior{SlowRate: 1.5}, "SlowRate"},
+		{Behavior{SlowDelay: -1}, "SlowDelay"},
 	}
 	for _, tt := range tests {
 		err := tt.b.Validate()

@@ -101,6 +101,9 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		b.StallAfterHeaders = true
+	} else if req.Stream && s.slow(&b) {
+		b.FirstByteDelay = b.SlowDelay
+		h[HeaderSlowed] = []string{"true"}
 	}
 
 	c := completion{
@@ -175,6 +178,17 @@ func (s *Server) hangs(b *Behavior) bool {
 		return true
 	}
 	return failsAt(s.hangSeq.Add(1)-1, failRatePPM(b.HangRate))
+}
+
+// slow decides whether this stream is one of SlowRate's share.
+func (s *Server) slow(b *Behavior) bool {
+	switch {
+	case b.SlowRate <= 0:
+		return false
+	case b.SlowRate >= 1:
+		return true
+	}
+	return failsAt(s.slowSeq.Add(1)-1, failRatePPM(b.SlowRate))
 }
 
 // readBody reads the whole body into a fresh slice (LastRequest keeps it), sized from

@@ -5,9 +5,10 @@
 // chat.completion.chunk SSE, OpenAI error bodies) and the faults a provider can commit
 // (latency, a late first byte, keep-alive comments, slow or stalled streams, connections
 // aborted mid-stream, error statuses with Retry-After, a share of failing or hanging
-// requests). It counts what happened to every chat request (Stats) and keeps the last
-// one it received (LastRequest) so a test can assert what the gateway forwarded. It knows
-// nothing about the gateway itself: no routing, no admission, no persistence.
+// requests, a share of streams with a slow first byte). It counts what happened to every
+// chat request (Stats) and keeps the last one it received (LastRequest) so a test can
+// assert what the gateway forwarded. It knows nothing about the gateway itself: no
+// routing, no admission, no persistence.
 //
 // A Server serves:
 //
@@ -23,12 +24,13 @@
 // that leaves ends the handler at once (counted in Stats.Cancelled):
 //
 //	Latency → 200 headers (flushed) → [StallAfterHeaders] → Comments × (": keep-alive",
-//	CommentInterval) → FirstByteDelay → role chunk → Chunks × (ChunkInterval, content
-//	chunk) with [StallAfterChunks] / [ResetAfterChunks] checked after each → usage chunk
-//	(when asked for) → data: [DONE]
+//	CommentInterval) → FirstByteDelay (SlowDelay for SlowRate's share) → role chunk →
+//	Chunks × (ChunkInterval, content chunk) with [StallAfterChunks] / [ResetAfterChunks]
+//	checked after each → usage chunk (when asked for) → data: [DONE]
 //
-// Fail-rate and hang-rate decisions are deterministic (a counter, not a random source),
-// so a test that sends N requests at FailRate r sees exactly floor(N·r) failures.
+// Fail-rate, hang-rate and slow-rate decisions are deterministic (a counter, not a
+// random source), so a test that sends N requests at FailRate r sees exactly floor(N·r)
+// failures.
 //
 // The command cmd/mockupstream wraps a Server in a standalone process.
 package mockupstream

@@ -47,6 +47,7 @@ type Server struct {
 	nextID  atomic.Int64  // completion and request ids
 	failSeq atomic.Uint64 // position in the deterministic fail-rate schedule
 	hangSeq atomic.Uint64 // position in the hang-rate schedule, counted apart
+	slowSeq atomic.Uint64 // position in the slow-rate schedule, counted apart
 
 	requests, completed, failed, rejected, cancelled, resets atomic.Uint64
 

@@ -340,6 +340,8 @@ func TestMalformedOverride(t *testing.T) {
 		{HeaderFailRate, "NaN"},
 		{HeaderHangRate, "-0.1"},
 		{HeaderHangRate, "half"},
+		{HeaderSlowRate, "2"},
+		{HeaderSlowDelay, "later"},
 		{HeaderUsage, "yes please"},
 	}
 	for _, tt := range tests {
