@@ -46,7 +46,10 @@ func checkConfigCommand(cfg config.Config, args []string, stdout, stderr io.Writ
 // checkConfig loads the routes file and prints each provider's settings,
 // health included, after defaults (what the gateway will actually use), and
 // per model its strategy and the candidates a request would be planned into
-// (one draw; weights and latency make later plans differ).
+// (one draw; weights and latency make later plans differ). A provider's
+// stream commit point and a model's deadline and hedging are printed only
+// when they differ from the default, so the common file stays short and an
+// unusual setting stands out.
 func checkConfig(cfg config.Config, out io.Writer) error {
 	routes, err := candidates.LoadRoutes(cfg.RoutesFile)
 	if err != nil {
@@ -64,14 +67,22 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 		h := p.Health
 		fmt.Fprintf(out, "  health: failures=%d cooldown=%s max_cooldown=%s auth_cooldown=%s\n",
 			h.Failures, h.Cooldown, h.MaxCooldown, h.AuthCooldown)
+		if p.CommitEvents != 1 || p.CommitWithin != 0 {
+			fmt.Fprintf(out, "  stream_commit: events=%d", p.CommitEvents)
+			if p.CommitWithin > 0 {
+				fmt.Fprintf(out, " within=%s", p.CommitWithin)
+			}
+			fmt.Fprintln(out)
+		}
 	}
-	strategy := map[string]string{}
-	for _, m := range routes.Models {
-		strategy[m.Name] = m.Strategy // validation filled in the default
+	models := map[string]*candidates.ModelConfig{}
+	for i := range routes.Models {
+		models[routes.Models[i].Name] = &routes.Models[i]
 	}
 	for _, m := range planner.Models() {
-		plan, _ := planner.Plan(m)
-		fmt.Fprintf(out, "model %s: strategy %s\n", m, strategy[m])
+		policy, plan, _ := planner.PlanPolicy(m)
+		// Validation filled in the default strategy.
+		fmt.Fprintf(out, "model %s: strategy %s%s\n", m, models[m].Strategy, routePolicy(policy, models[m].Hedge.After, cfg))
 		for _, c := range plan {
 			fmt.Fprintf(out, "  %d. %s (provider %s, target %s, upstream model %s)\n",
 				c.Index, c.ID, c.Provider().Name, c.Target.ID, c.Model)
@@ -82,6 +93,25 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "hold mode: %s\n", cfg.HoldMode)
 	return nil
+}
+
+// routePolicy describes a route's deadline and hedging, when set. A
+// percentile hedge is shown as written, with the floor the gateway puts
+// under it (GATEWAY_HEDGE_MIN_DELAY).
+func routePolicy(p candidates.Policy, hedgeAfter string, cfg config.Config) string {
+	var b strings.Builder
+	if p.Deadline > 0 {
+		fmt.Fprintf(&b, ", deadline %s", p.Deadline)
+	}
+	if h := p.Hedge; h.On() {
+		if h.Quantile > 0 {
+			fmt.Fprintf(&b, ", hedge after %s (at least %s) max %d",
+				strings.ToLower(strings.TrimSpace(hedgeAfter)), cfg.HedgeMinDelay, h.Max)
+		} else {
+			fmt.Fprintf(&b, ", hedge after %s max %d", h.After, h.Max)
+		}
+	}
+	return b.String()
 }
 
 func plural(n int, noun string) string {

@@ -58,10 +58,16 @@ func TestCheckConfigFileArgument(t *testing.T) {
 // TestCheckConfigEffectiveSettings: check-config prints what the gateway
 // will use, not what the file says: a partial health block is completed
 // with the defaults, a provider without one shows the defaults, and a model
-// without a strategy shows the weighted default.
+// without a strategy shows the weighted default. A stream commit point, a
+// deadline or hedging is printed only when it differs from the default (a
+// default written out is not), a hedge delay as the duration it parses to,
+// and a percentile hedge with the GATEWAY_HEDGE_MIN_DELAY floor under it.
 func TestCheckConfigEffectiveSettings(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "health.yaml")
-	src := `providers:
+	tests := []struct {
+		name, src string
+		want      string // the output after the first line
+	}{
+		{"defaults", `providers:
   - name: primary
     base_url: http://127.0.0.1:9/v1
     api_keys: ["sk-literal-SENTINEL"]
@@ -84,29 +90,93 @@ models:
       - { provider: backup, priority: 1 }
   - name: plain
     candidates: [{ provider: backup }]
-`
-	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
+`, "provider primary: http://127.0.0.1:9 keys=1 max_concurrency=2 queue_budget=100ms first_byte=300ms total=20s\n" +
+			"  health: failures=2 cooldown=5s max_cooldown=1m0s auth_cooldown=5m0s\n" +
+			"provider backup: http://127.0.0.1:10 keys=1 max_concurrency=1 queue_budget=100ms first_byte=1s total=10m0s\n" +
+			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=30s\n" +
+			"model fast: strategy least_latency\n" +
+			"  0. primary/key0-f761d17d/fast (provider primary, target 918943305b46220b, upstream model fast)\n" +
+			"  1. backup/key0-a2de1413/fast (provider backup, target 69ff0b88a356b2ee, upstream model fast)\n" +
+			"model plain: strategy weighted\n" +
+			"  0. backup/key0-a2de1413/plain (provider backup, target 69ff0b88a356b2ee, upstream model plain)\n" +
+			"clients: none, so the API accepts requests without a key\n" +
+			"hold mode: first_body\n"},
+		{"commit point, deadline and hedging", `providers:
+  - name: primary
+    base_url: http://127.0.0.1:9/v1
+    api_keys: ["sk-literal-SENTINEL"]
+    max_concurrency: 2
+    queue_budget: 100ms
+    timeouts: { first_byte: 300ms, total: 20s }
+    stream_commit: { events: 3, within: 500ms }
+  - name: backup
+    base_url: http://127.0.0.1:10/v1
+    api_keys: ["sk-literal-SENTINEL-2"]
+    max_concurrency: 1
+    queue_budget: 100ms
+    timeouts: { first_byte: 1s }
+    stream_commit: { within: 200ms }
+  - name: spare
+    base_url: http://127.0.0.1:11/v1
+    api_keys: ["sk-literal-SENTINEL-3"]
+    max_concurrency: 1
+    queue_budget: 100ms
+    timeouts: { first_byte: 1s }
+    stream_commit: { events: 1 }
+models:
+  - name: chat
+    deadline: 45s
+    hedge: { after: P95 }
+    candidates:
+      - { provider: primary, priority: 0 }
+      - { provider: backup, priority: 1 }
+  - name: batch
+    hedge: { after: 0.8s, max: 2 }
+    candidates: [{ provider: spare }]
+  - name: plain
+    deadline: 2m
+    candidates: [{ provider: backup }]
+`, "provider primary: http://127.0.0.1:9 keys=1 max_concurrency=2 queue_budget=100ms first_byte=300ms total=20s\n" +
+			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
+			"  stream_commit: events=3 within=500ms\n" +
+			"provider backup: http://127.0.0.1:10 keys=1 max_concurrency=1 queue_budget=100ms first_byte=1s total=10m0s\n" +
+			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
+			"  stream_commit: events=1 within=200ms\n" +
+			"provider spare: http://127.0.0.1:11 keys=1 max_concurrency=1 queue_budget=100ms first_byte=1s total=10m0s\n" +
+			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
+			"model chat: strategy weighted, deadline 45s, hedge after p95 (at least 250ms) max 1\n" +
+			"  0. primary/key0-f761d17d/chat (provider primary, target 918943305b46220b, upstream model chat)\n" +
+			"  1. backup/key0-a2de1413/chat (provider backup, target 69ff0b88a356b2ee, upstream model chat)\n" +
+			"model batch: strategy weighted, hedge after 800ms max 2\n" +
+			"  0. spare/key0-ed1fff51/batch (provider spare, target d1a9348ca28087c0, upstream model batch)\n" +
+			"model plain: strategy weighted, deadline 2m0s\n" +
+			"  0. backup/key0-a2de1413/plain (provider backup, target 69ff0b88a356b2ee, upstream model plain)\n" +
+			"clients: none, so the API accepts requests without a key\n" +
+			"hold mode: first_body\n"},
 	}
 	t.Setenv("GATEWAY_UPSTREAM_EXECUTION_GATE_STREAM_HOLD_MODE", "first_body")
-	want := "routes file " + p + ": 2 providers, 2 models, 0 clients\n" +
-		"provider primary: http://127.0.0.1:9 keys=1 max_concurrency=2 queue_budget=100ms first_byte=300ms total=20s\n" +
-		"  health: failures=2 cooldown=5s max_cooldown=1m0s auth_cooldown=5m0s\n" +
-		"provider backup: http://127.0.0.1:10 keys=1 max_concurrency=1 queue_budget=100ms first_byte=1s total=10m0s\n" +
-		"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=30s\n" +
-		"model fast: strategy least_latency\n" +
-		"  0. primary/key0-f761d17d/fast (provider primary, target 918943305b46220b, upstream model fast)\n" +
-		"  1. backup/key0-a2de1413/fast (provider backup, target 69ff0b88a356b2ee, upstream model fast)\n" +
-		"model plain: strategy weighted\n" +
-		"  0. backup/key0-a2de1413/plain (provider backup, target 69ff0b88a356b2ee, upstream model plain)\n" +
-		"clients: none, so the API accepts requests without a key\n" +
-		"hold mode: first_body\n"
-	var out, errb bytes.Buffer
-	if code := run([]string{"check-config", p}, &out, &errb); code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errb.String())
-	}
-	if out.String() != want {
-		t.Errorf("output:\n%s\nwant:\n%s", out.String(), want)
+	t.Setenv("GATEWAY_HEDGE_MIN_DELAY", "250ms")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "routes.yaml")
+			if err := os.WriteFile(p, []byte(tt.src), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			if code := run([]string{"check-config", p}, &out, &errb); code != 0 {
+				t.Fatalf("exit %d, stderr %q", code, errb.String())
+			}
+			first, rest, _ := strings.Cut(out.String(), "\n")
+			if !strings.HasPrefix(first, "routes file "+p+": ") {
+				t.Errorf("first line %q does not name %s", first, p)
+			}
+			if rest != tt.want {
+				t.Errorf("output:\n%s\nwant:\n%s", rest, tt.want)
+			}
+			if strings.Contains(out.String()+errb.String(), "SENTINEL") {
+				t.Error("a key was printed")
+			}
+		})
 	}
 }
 
