@@ -51,9 +51,10 @@ type Attempt struct {
 	fb       time.Duration // admission to the first event (stream) or response headers
 	usage    upstream.Usage
 	hasUsage bool
-	probe    bool // holds its target's health probe
-	finished bool // closed: slots released
-	settled  bool // the request's outcome is recorded
+	probe    bool        // holds its target's health probe
+	unwatch  func() bool // stops watching the target for turning cooling
+	finished bool        // closed: slots released
+	settled  bool        // the request's outcome is recorded
 }
 
 // open sends the attempt's request and reads up to the commit point: the
@@ -72,6 +73,13 @@ func (a *Attempt) open(parent context.Context) error {
 	}
 	a.ctx, a.watch = watchdog.Start(parent, w.r.clock(), firstByte, idle)
 	a.watch.Limit(prov.Total, upstream.ErrTotalTimeout)
+	if h := c.Target.Health; h != nil && w.req.Stream {
+		// Others may find the target failing while this attempt waits for
+		// its first event: it then fails over at once rather than wait
+		// out its own timeout.
+		watch := a.watch
+		a.unwatch = context.AfterFunc(h.Cooled(), func() { watch.Abandon(health.ErrCooling) })
+	}
 	resp, err := w.r.Upstreams[prov.Name].Send(a.ctx, &upstream.Call{
 		URL: prov.ChatURL, Key: c.Target.Key, Extra: prov.Headers, ClientHeader: w.req.Header,
 		Body: w.req.Chat.WithModel(c.Model), Stream: w.req.Stream,
@@ -105,8 +113,12 @@ func (a *Attempt) open(parent context.Context) error {
 			return streamErrorObject(ev)
 		}
 		if !a.watch.FirstByte() {
+			if a.ctx.Err() != nil {
+				return context.Cause(a.ctx) // abandoned: the target turned cooling
+			}
 			return watchdog.ErrFirstByteTimeout
 		}
+		a.stopWatching()
 		a.fb = w.r.Now().Sub(a.admitted)
 		if prov.CommitEvents <= 1 || upstream.EventIsDone(ev) {
 			a.first = ev
@@ -367,6 +379,7 @@ func (a *Attempt) close() {
 		return
 	}
 	a.finished = true
+	a.stopWatching()
 	if a.events != nil {
 		a.hold.End()
 	}
@@ -390,6 +403,13 @@ func (a *Attempt) close() {
 		bodyBufs.Put(a.buf)
 	}
 	a.w.release(a.lease)
+}
+
+func (a *Attempt) stopWatching() {
+	if a.unwatch != nil {
+		a.unwatch()
+		a.unwatch = nil
+	}
 }
 
 // reset readies the attempt for candidate i's try.

@@ -96,6 +96,11 @@ func Classify(err error, committed bool, ended error) Failure {
 			f.Watchdog = "total"
 		}
 		return f
+	case errors.Is(err, health.ErrCooling):
+		// Others found the target failing while this attempt waited for its
+		// first event: the gateway gave up on it. Not a verdict of its own.
+		return Failure{Status: report.CandidateCancelled, Code: 499, ErrorType: report.ErrorTypeCoolingDown,
+			Message: err.Error(), Failover: true}
 	case errors.As(err, &cut):
 		f := providerFailure(http.StatusBadGateway, report.ErrorTypeStreamInterrupted, err.Error(), false, "")
 		if errors.Is(err, watchdog.ErrIdleTimeout) {

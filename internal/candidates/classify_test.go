@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/upstream"
 	"github.com/llmgw/gateway/internal/watchdog"
 )
@@ -85,6 +86,8 @@ func TestClassify(t *testing.T) {
 			want{row: "failed/502/stream_interrupted", scope: ScopeProvider, health: true, failover: true, watchdog: "idle"}},
 		{"error object before the commit point", &StreamErrorObject{Data: `data: {"error":{"message":"overloaded"}}`}, false, nil,
 			want{row: "failed/502/upstream_stream_error", scope: ScopeProvider, health: true, failover: true}},
+		{"target turned cooling while waiting", health.ErrCooling, false, nil,
+			want{row: "cancelled/499/cooling_down", failover: true}},
 		{"cut after commit", cut, true, nil,
 			want{row: "failed/502/stream_interrupted", reqOutcome: "failed/502"}},
 		{"idle after commit", watchdog.ErrIdleTimeout, true, nil,

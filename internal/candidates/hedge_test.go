@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,4 +153,96 @@ func TestHedging(t *testing.T) {
 			t.Fatalf("rows %v after %s", rows, took)
 		}
 	})
+}
+
+// firstHangs makes its first call a stream that never sends an event (until
+// cancelled) and fails every later call at once with a 503.
+type firstHangs struct {
+	calls  atomic.Int32
+	called chan struct{} // closed at the first call
+}
+
+func (f *firstHangs) Send(ctx context.Context, call *upstream.Call) (*http.Response, error) {
+	if f.calls.Add(1) == 1 {
+		close(f.called)
+		return (&slowStream{delay: time.Hour}).Send(ctx, call)
+	}
+	return nil, &upstream.StatusError{Code: 503}
+}
+
+// ledgers keeps each request's candidate rows, for requests run at once.
+type ledgers struct {
+	mu   sync.Mutex
+	rows map[uuid.UUID]map[int]report.Candidate
+}
+
+func (l *ledgers) RecordRequest(report.Request) {}
+func (l *ledgers) RecordCandidate(c report.Candidate) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rows[c.RequestID] == nil {
+		l.rows[c.RequestID] = map[int]report.Candidate{}
+	}
+	l.rows[c.RequestID][c.Index] = c
+}
+
+func (l *ledgers) of(id uuid.UUID) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for i := 0; i < len(l.rows[id]); i++ {
+		c := l.rows[id][i]
+		out = append(out, c.Provider+":"+c.Status+"/"+c.ErrorType)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestWaitingAttemptLeavesACoolingTarget: an attempt waiting for its first
+// event on a target that others just found failing gives up at once and
+// fails over, instead of waiting out its own first-byte timeout.
+func TestWaitingAttemptLeavesACoolingTarget(t *testing.T) {
+	// No hedging, and failures: 1 on a, so one 503 cools it.
+	h := newHealthRig(t, strings.Replace(strings.Replace(hedgeRoutes, "    hedge: { after: 50ms }\n", "", 1),
+		"max_concurrency: 4 }\n  - { name: b", "max_concurrency: 4, health: { failures: 1 } }\n  - { name: b", 1))
+	a := &firstHangs{called: make(chan struct{})}
+	h.run.Upstreams = map[string]Sender{"a": a, "b": &slowStream{}}
+	l := &ledgers{rows: map[uuid.UUID]map[int]report.Candidate{}}
+	h.run.Record = l
+	run := func(id uuid.UUID) {
+		plan, _ := h.plan.Plan("m")
+		att, _ := h.run.Run(context.Background(), &Request{ID: id, Model: "m", Stream: true,
+			Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Chat: chatOf("m")})
+		if att != nil {
+			att.Sent()
+			for {
+				if _, err := att.Next(); err != nil {
+					att.Finish(err)
+					return
+				}
+			}
+		}
+	}
+	first, second := uuid.New(), uuid.New()
+	done := make(chan struct{})
+	go func() { defer close(done); run(first) }()
+	select {
+	case <-a.called: // the first request is now waiting on a
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first request never reached a")
+	}
+	run(second)
+	if got := l.of(second); got != "a:failed/upstream_http_error b:success/" {
+		t.Fatalf("second request rows %v", got)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting attempt did not leave the cooling target")
+	}
+	if got := l.of(first); got != "a:cancelled/cooling_down b:success/" {
+		t.Fatalf("waiting request rows %v", got)
+	}
+	if !h.sched.Idle() {
+		t.Fatal("gates not back to zero")
+	}
 }

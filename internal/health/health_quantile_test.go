@@ -1,6 +1,7 @@
 package health
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -25,5 +26,24 @@ func TestQuantile(t *testing.T) {
 	}
 	if got, _ := tg.Quantile(0.5); got != 69*time.Millisecond {
 		t.Fatalf("p50 = %s, want 69ms", got)
+	}
+}
+
+// TestCooledSignal: the context Cooled hands out ends, with ErrCooling, when
+// the target turns cooling; a later Cooled is a fresh one.
+func TestCooledSignal(t *testing.T) {
+	tr := NewTracker(SystemClock{}, nil)
+	tg := tr.Add("p", "t1", "key0", Settings{Failures: 2})
+	ctx := tg.Cooled()
+	tg.Done(Verdict{Counts: true, ErrorType: "x"}, false)
+	if ctx.Err() != nil {
+		t.Fatal("cancelled before the target cooled")
+	}
+	tg.Done(Verdict{Counts: true, ErrorType: "x"}, false)
+	if ctx.Err() == nil || context.Cause(ctx) != ErrCooling {
+		t.Fatalf("after cooling: err %v cause %v", ctx.Err(), context.Cause(ctx))
+	}
+	if tg.Cooled().Err() != nil {
+		t.Fatal("the next signal is already cancelled")
 	}
 }

@@ -1,6 +1,8 @@
 package health
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -41,6 +43,9 @@ type Target struct {
 	// empty), for percentiles; next counts samples written.
 	recent [64]atomic.Int64
 	next   atomic.Uint64
+	// cooled is cancelled with ErrCooling when the target next turns
+	// cooling, and then replaced (see Cooled).
+	cooled atomic.Pointer[signal]
 	// removed detaches a target a reload dropped: its late verdicts may be
 	// about an origin or key the provider no longer has.
 	removed atomic.Bool
@@ -259,9 +264,39 @@ func (t *Target) move(to State, reason string, v Verdict) (Transition, bool) {
 	}
 	if to == Cooling {
 		tr.Until = t.until
+		if old := t.cooled.Swap(newSignal()); old != nil {
+			old.cancel(ErrCooling)
+		}
 	}
 	t.state = to
 	return tr, true
+}
+
+// ErrCooling is the cause of Cooled's context: the target turned cooling.
+var ErrCooling = errors.New("the target turned cooling")
+
+// signal is a context cancelled once, when its target turns cooling.
+type signal struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func newSignal() *signal {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &signal{ctx, cancel}
+}
+
+// Cooled returns a context that is cancelled, with cause ErrCooling, the
+// next time the target turns cooling. An attempt still waiting on the
+// target (context.AfterFunc) can then fail over at once instead of waiting
+// out its own timeout on a target others already found failing.
+func (t *Target) Cooled() context.Context {
+	s := t.cooled.Load()
+	if s == nil {
+		t.cooled.CompareAndSwap(nil, newSignal())
+		s = t.cooled.Load()
+	}
+	return s.ctx
 }
 
 // publish mirrors state and failures into word. t.mu is held.

@@ -103,6 +103,7 @@ const (
 	ErrorTypeDeadline           = "deadline_exceeded"     // the request's deadline passed
 	ErrorTypeStreamError        = "upstream_stream_error" // an error object in a stream before its commit point
 	ErrorTypeHedgeLost          = "hedge_lost"            // another attempt of the request committed first
+	ErrorTypeCoolingDown        = "cooling_down"          // given up while waiting: its target turned cooling
 )
 
 // candidateRank orders candidate statuses: a stored row is replaced only by a record

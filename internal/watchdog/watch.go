@@ -78,6 +78,14 @@ func (w *Watch) FirstByte() bool {
 	return true
 }
 
+// Abandon cancels an attempt still waiting for its first event, with
+// cause; once the first event came it does nothing.
+func (w *Watch) Abandon(cause error) {
+	if w.phase.CompareAndSwap(phaseWaiting, phaseFired) {
+		w.cancel(cause)
+	}
+}
+
 // Activity marks an event after the first; it pushes the idle deadline back.
 func (w *Watch) Activity() {
 	if w.idle > 0 && w.timer != nil && w.phase.Load() == phaseStarted {

@@ -302,3 +302,25 @@ func FuzzParseHoldMode(f *testing.F) {
 		}
 	})
 }
+
+// TestAbandon: an attempt still waiting for its first event can be given up
+// with a cause; once its first event came, Abandon changes nothing.
+func TestAbandon(t *testing.T) {
+	errGone := errors.New("target turned cooling")
+	ctx, w := Start(context.Background(), SystemClock{}, time.Hour, 0)
+	w.Abandon(errGone)
+	if !errors.Is(context.Cause(ctx), errGone) || w.FirstByte() {
+		t.Fatalf("waiting: cause %v", context.Cause(ctx))
+	}
+	w.Stop()
+
+	ctx, w = Start(context.Background(), SystemClock{}, time.Hour, 0)
+	defer w.Stop()
+	if !w.FirstByte() {
+		t.Fatal("FirstByte in time reported late")
+	}
+	w.Abandon(errGone)
+	if ctx.Err() != nil {
+		t.Fatalf("abandoned after its first event: %v", context.Cause(ctx))
+	}
+}
