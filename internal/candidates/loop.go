@@ -172,7 +172,6 @@ func (r *Runner) run(ctx context.Context, req *Request, cancel context.CancelFun
 	return nil, &w.out
 }
 
-
 // recordPanic keeps the ledger true when the loop panics before a commit:
 // the attempt in flight lets go of its slots, its candidate fails with
 // gateway_internal_error, the rest are unused and the request fails with
@@ -399,14 +398,8 @@ func (w *walk) clientGone(ctx context.Context) Outcome {
 	return Outcome{Status: f.RequestStatus, StatusCode: f.RequestCode, ErrorType: f.ErrorType, Code: f.ReplyCode, Message: f.Reply}
 }
 
-
-
-
-
 func (w *walk) noteRetryAfter(d time.Duration) {
 	if d > w.retryAfter {
 		w.retryAfter = d
 	}
 }
-
-
