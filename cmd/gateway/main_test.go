@@ -118,8 +118,8 @@ func TestSIGTERMDrainsAndExitsZero(t *testing.T) {
 		resp.Body.Close()
 		res <- result{resp.StatusCode, b.String()}
 	}()
-	for mock.Stats().InFlight == 0 {
-		time.Sleep(5 * time.Millisecond)
+	if !waitUntil(10*time.Second, func() bool { return mock.Stats().InFlight > 0 }) {
+		t.Fatal("the request never reached the mock")
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
