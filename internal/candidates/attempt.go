@@ -51,10 +51,11 @@ type Attempt struct {
 	fb       time.Duration // admission to the first event (stream) or response headers
 	usage    upstream.Usage
 	hasUsage bool
-	probe    bool        // holds its target's health probe
-	unwatch  func() bool // stops watching the target for turning cooling
-	finished bool        // closed: slots released
-	settled  bool        // the request's outcome is recorded
+	probe    bool                    // holds its target's health probe
+	unwatch  func() bool             // stops watching the target for turning cooling
+	release  context.CancelCauseFunc // a hedged attempt's own context, released at close
+	finished bool                    // closed: slots released
+	settled  bool                    // the request's outcome is recorded
 }
 
 // open sends the attempt's request and reads up to the commit point: the
@@ -398,6 +399,9 @@ func (a *Attempt) close() {
 	}
 	if a.events != nil {
 		a.events.Close()
+	}
+	if a.release != nil {
+		a.release(nil)
 	}
 	if a.buf != nil {
 		bodyBufs.Put(a.buf)

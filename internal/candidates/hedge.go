@@ -122,7 +122,7 @@ func (h *hedging) start(i int, hedge bool) {
 	w := h.w
 	w.starting(i)
 	actx, cancel := context.WithCancelCause(h.ctx)
-	f := &flight{a: &Attempt{w: w, i: i}, cancel: cancel, hedge: hedge}
+	f := &flight{a: &Attempt{w: w, i: i, release: cancel}, cancel: cancel, hedge: hedge}
 	probe := w.probe
 	w.probe = false
 	h.flying = append(h.flying, f)
@@ -148,8 +148,9 @@ func (h *hedging) fly(ctx context.Context, f *flight, probe bool) {
 		l.admitErr = err
 		return
 	}
+	release := f.a.release
 	f.a.reset(f.a.i, lease, h.w.r.Now())
-	f.a.probe = probe
+	f.a.probe, f.a.release = probe, release
 	l.err = f.a.open(ctx)
 }
 
@@ -164,6 +165,7 @@ func (h *hedging) land(l landing) (done bool) {
 		panic(l.panicked)
 	}
 	if l.admitErr != nil {
+		f.cancel(nil) // no attempt to close: release the flight's context here
 		if w.r.Observe != nil {
 			w.r.Observe.AdmissionWait(&w.req.Candidates[f.a.i], w.r.Now().Sub(l.queued), l.admitErr)
 		}
@@ -212,6 +214,7 @@ func (h *hedging) lost(l landing) {
 		a.close()
 		row.StartedAt = a.admitted
 	} else {
+		l.f.cancel(nil)
 		row.StartedAt = l.queued
 	}
 	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.fb
@@ -230,8 +233,9 @@ func (h *hedging) observe(f *flight, result string) {
 func (h *hedging) remove(f *flight) {
 	for j, g := range h.flying {
 		if g == f {
+			// The flight's context lives on with its attempt: the winner
+			// relays under it, and Attempt.close releases it.
 			h.flying = append(h.flying[:j], h.flying[j+1:]...)
-			f.cancel(nil) // releases the flight's context; a no-op once cancelled
 			return
 		}
 	}

@@ -51,6 +51,9 @@ func (b *ctxBody) Read(p []byte) (int, error) {
 			return 0, b.ctx.Err()
 		}
 	}
+	if err := b.ctx.Err(); err != nil {
+		return 0, err // as a real transport's body does once its request is cancelled
+	}
 	if len(b.chunks) == 0 {
 		return 0, io.EOF
 	}
