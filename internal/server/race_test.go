@@ -224,6 +224,9 @@ func TestRaceHedge(t *testing.T) {
 			bytes.Contains(s.Body, []byte("primary")) {
 			t.Fatalf("stream %s, want the backup's events and none of the primary's", s.Body)
 		}
+		if s.ReadErr != nil || !bytes.HasSuffix(s.Body, []byte("data: [DONE]\n\n")) {
+			t.Fatalf("the winner's stream did not end whole (read error %v):\n%s", s.ReadErr, s.Body)
+		}
 		// The hedge starts at 200ms; the backup answers at once. A second
 		// is generous for the backup's own time on a loaded machine and
 		// still far below the primary's 3s.
@@ -241,9 +244,10 @@ func TestRaceHedge(t *testing.T) {
 		}
 		g.assertIdle(t)
 
-		_, rows := g.ledger(t, s.ID)
-		if len(rows) != 2 || rows[0].String() != "cancelled/499/hedge_lost(primary)" || rows[1].Provider != "backup" {
-			t.Errorf("candidates %v, want the primary cancelled/499/hedge_lost, then the backup", rows)
+		req, rows := g.ledger(t, s.ID)
+		wantRows(t, rows, "cancelled/499/hedge_lost(primary)", "success/200/(backup)")
+		if req.Status != "success" || *req.StatusCode != http.StatusOK {
+			t.Errorf("request row %s/%d, want success/200", req.Status, *req.StatusCode)
 		}
 		delta(t, before, g.scrape(t), map[string]float64{backWon: 1, backLost: 0, backFailed: 0, primWon: 0, primLost: 0})
 
@@ -255,6 +259,9 @@ func TestRaceHedge(t *testing.T) {
 		if c := tl.Candidates[0]; c.Provider != "primary" || c.Status != "cancelled" || c.ErrorType == nil ||
 			*c.ErrorType != "hedge_lost" || c.StatusCode == nil || *c.StatusCode != 499 {
 			t.Errorf("admin timeline's primary %+v, want cancelled 499 hedge_lost", c)
+		}
+		if c := tl.Candidates[1]; c.Provider != "backup" || c.Status != "success" {
+			t.Errorf("admin timeline's backup %+v, want success", c)
 		}
 	})
 
@@ -274,6 +281,19 @@ func TestRaceHedge(t *testing.T) {
 		_, rows := g.ledger(t, s.ID)
 		wantRows(t, rows, "success/200/(primary)", "unused/0/(backup)")
 		delta(t, before, g.scrape(t), map[string]float64{backWon: 0, backLost: 0, backFailed: 0, primWon: 0, primLost: 0})
+	})
+
+	// A hedged route whose primary answers at once relays its whole stream:
+	// the attempt that commits keeps its context until the relay ends.
+	t.Run("fast primary on a hedged route", func(t *testing.T) {
+		g.Primary.SetBehavior(mockupstream.Behavior{Identity: "primary", Chunks: 50})
+		s := g.streamTimed(t, "gpt-4o-mini")
+		if s.Status != http.StatusOK || s.By != "primary" || s.ReadErr != nil ||
+			!bytes.HasSuffix(s.Body, []byte("data: [DONE]\n\n")) {
+			t.Fatalf("status %d by %q (read error %v), want the primary's whole stream:\n%s", s.Status, s.By, s.ReadErr, s.Body)
+		}
+		_, rows := g.ledger(t, s.ID)
+		wantRows(t, rows, "success/200/(primary)", "unused/0/(backup)")
 	})
 }
 
