@@ -19,6 +19,7 @@ targets=(
   "./internal/upstream FuzzSkipValue"
   "./internal/upstream FuzzParseRetryAfter"
   "./internal/upstream FuzzErrorAnswer"
+  "./internal/upstream FuzzEventKinds"
   "./internal/report FuzzCleanMessage"
   "./internal/candidates FuzzParseRoutes"
   "./internal/watchdog FuzzParseHoldMode"

@@ -338,3 +338,30 @@ func FuzzErrorAnswer(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEventKinds: the commit point's checks on provider events never panic,
+// an event is never both an error object and [DONE], and each verdict
+// matches the event's data line.
+func FuzzEventKinds(f *testing.F) {
+	for _, s := range []string{
+		"data: {\"error\":{\"message\":\"x\"}}\n\n", "data: [DONE]\n\n", "data:[DONE]", "data: {\"error\"",
+		"data: {", "data:", ": keep-alive\n\n", "event: error\ndata: {\"error\":1}\n\n", "data: \"error\"",
+		"data: {\"id\":1,\"error\":null}\n\n", "\xff\xfedata: [DONE]", "data: { \t\r\n\"error\":1}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, ev []byte) {
+		ev = ev[:len(ev):len(ev)]
+		isErr, isDone := EventIsError(ev), EventIsDone(ev)
+		if isErr && isDone {
+			t.Fatalf("%q is both an error object and [DONE]", ev)
+		}
+		d := eventData(ev)
+		if isErr && !bytes.HasPrefix(bytes.TrimLeft(d, " \t\r\n"), []byte("{")) {
+			t.Fatalf("%q judged an error object, data %q", ev, d)
+		}
+		if isDone != (string(bytes.TrimSpace(d)) == "[DONE]") {
+			t.Fatalf("%q: [DONE] judged %v, data %q", ev, isDone, d)
+		}
+	})
+}
