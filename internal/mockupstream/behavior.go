@@ -255,6 +255,22 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 		}
 		*dst = n
 	}
+	rate := func(name string, dst *float64) {
+		v, ok := headerValue(h, name)
+		if !ok || err != nil {
+			return
+		}
+		r, perr := strconv.ParseFloat(v, 64)
+		if perr != nil {
+			perr = errNotANumber
+		} else {
+			perr = checkRate(r)
+		}
+		if perr != nil {
+			err = &FieldError{name, v, perr}
+		}
+		*dst = r
+	}
 	boolean := func(name string, dst *bool) {
 		v, ok := headerValue(h, name)
 		if !ok || err != nil {
@@ -292,42 +308,9 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 		}
 		b.Status = n
 	}
-	if v, ok := headerValue(h, HeaderFailRate); ok && err == nil {
-		r, perr := strconv.ParseFloat(v, 64)
-		if perr != nil {
-			perr = errNotANumber
-		} else {
-			perr = checkRate(r)
-		}
-		if perr != nil {
-			err = &FieldError{HeaderFailRate, v, perr}
-		}
-		b.FailRate = r
-	}
-	if v, ok := headerValue(h, HeaderHangRate); ok && err == nil {
-		r, perr := strconv.ParseFloat(v, 64)
-		if perr != nil {
-			perr = errNotANumber
-		} else {
-			perr = checkRate(r)
-		}
-		if perr != nil {
-			err = &FieldError{HeaderHangRate, v, perr}
-		}
-		b.HangRate = r
-	}
-	if v, ok := headerValue(h, HeaderSlowRate); ok && err == nil {
-		r, perr := strconv.ParseFloat(v, 64)
-		if perr != nil {
-			perr = errNotANumber
-		} else {
-			perr = checkRate(r)
-		}
-		if perr != nil {
-			err = &FieldError{HeaderSlowRate, v, perr}
-		}
-		b.SlowRate = r
-	}
+	rate(HeaderFailRate, &b.FailRate)
+	rate(HeaderHangRate, &b.HangRate)
+	rate(HeaderSlowRate, &b.SlowRate)
 	if v, ok := headerValue(h, HeaderRetryAfter); ok {
 		b.RetryAfter = v
 	}
