@@ -15,7 +15,11 @@
 //   - 2,000 slow streams held open at once, for the proxies' resident memory;
 //   - hanging primary (gateway only): streams through a primary that never sends a
 //     first byte in front of a backup, against the backup alone, for what provider
-//     health saves (hanging.go).
+//     health saves (hanging.go);
+//   - tail rescue (gateway only): streams through a primary that answers 5% of them
+//     after a 2 s first byte, in front of a fast backup, with hedging off and on
+//     (after: p95), for the first chunk's p99 and the upstream requests hedging adds
+//     (tail.go).
 //
 // Runs are interleaved and repeated: each round runs the three targets back to back
 // in a rotated order, latency figures are medians over rounds of each round's
@@ -28,7 +32,7 @@
 // the temp dir with the processes' logs; BENCH_BIN (default bin) holds the binaries;
 // BENCH_RECORDS=off runs the gateway without Postgres, to see what records cost;
 // BENCH_PG=shared skips scripts/pg-local.sh and uses the server on 127.0.0.1:5432;
-// BENCH_ONLY=hold (or open, closed, stream, hanging, comma-separated) runs only those phases,
+// BENCH_ONLY=hold (or open, closed, stream, hanging, tail, comma-separated) runs only those phases,
 // for iterating on one figure.
 package main
 
@@ -72,6 +76,7 @@ type settings struct {
 	streamRounds int
 	hold         holdSpec
 	hanging      hangingSpec
+	tail         tailSpec
 	budget       time.Duration // the whole run, a safety net over the sizes above
 	pprofDir     string
 	recordsOff   bool            // diagnostic: the gateway without Postgres records
@@ -79,7 +84,7 @@ type settings struct {
 }
 
 // phases BENCH_ONLY can name.
-var phaseNames = []string{"open", "closed", "stream", "hold", "hanging"}
+var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail"}
 
 // runs reports whether phase is part of this run.
 func (s settings) runs(phase string) bool { return len(s.only) == 0 || s.only[phase] }
@@ -91,7 +96,8 @@ func loadSettings() settings {
 		streamRate: 200, streamDur: 3 * time.Second, streamRounds: 3,
 		hold:    holdSpec{streams: 2000, rampRate: 1000, hold: 4 * time.Second},
 		hanging: hangingSpec{rate: 200, duration: 8 * time.Second, rounds: 3},
-		budget:  345 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
+		tail:    tailSpec{rate: 200, duration: 6 * time.Second, rounds: 3, warmup: 1500 * time.Millisecond},
+		budget:  435 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
 		recordsOff: os.Getenv("BENCH_RECORDS") == "off",
 	}
 	if v := os.Getenv("BENCH_BIN"); v != "" {
@@ -104,7 +110,8 @@ func loadSettings() settings {
 		s.streamDur, s.streamRounds = 1500*time.Millisecond, 1
 		s.hold.hold = time.Second
 		s.hanging.duration, s.hanging.rounds = 5*time.Second, 1
-		s.budget = 70 * time.Second
+		s.tail.duration, s.tail.rounds = 4*time.Second, 1
+		s.budget = 100 * time.Second
 	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		s.only = map[string]bool{}

@@ -193,6 +193,9 @@ func (b *bencher) runAll(ctx context.Context, rep *report) error {
 	if s.runs("hanging") {
 		b.hangingPrimary(ctx, rep)
 	}
+	if s.runs("tail") {
+		b.tailRescue(ctx, rep)
+	}
 
 	if s.pprofDir != "" && (s.runs("open") || s.runs("stream")) {
 		if err := b.profile(ctx, nonStream, stream); err != nil {

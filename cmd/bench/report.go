@@ -132,6 +132,7 @@ type report struct {
 	peakFinal map[string]uint64 // VmHWM at the end
 	records   map[string]float64
 	hanging   *hangingResult // nil when the phase did not run
+	tail      *tailResult    // nil when the phase did not run
 	notes     []string
 }
 
@@ -364,6 +365,9 @@ func (r *report) write(w io.Writer) {
 	if r.hanging != nil {
 		r.hanging.write(w)
 	}
+	if r.tail != nil {
+		r.tail.write(w)
+	}
 
 	fmt.Fprintln(w)
 	r.writeTargets(w)
@@ -426,6 +430,11 @@ func (r *report) errorKinds() []string {
 	if r.hanging != nil {
 		for k, v := range r.hanging.errs() {
 			out = append(out, fmt.Sprintf("hanging primary, gateway, %s: %d", k, v))
+		}
+	}
+	if r.tail != nil {
+		for k, v := range r.tail.errs() {
+			out = append(out, fmt.Sprintf("tail rescue, gateway, %s: %d", k, v))
 		}
 	}
 	sort.Strings(out)

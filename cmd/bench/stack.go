@@ -159,11 +159,13 @@ func startStack(ctx context.Context, s settings) (*stack, error) {
 // routesYAML is the gateway's routes file: one provider (the mock) behind one model,
 // and one client key, so every request is authenticated, planned, admitted, recorded
 // and observed as in a real deployment. max_concurrency covers the open-streams run.
-// The hanging-primary phase's providers and models follow (hangingRoutes); the other
-// phases never plan them.
+// The hanging-primary and tail-rescue phases' providers and models follow
+// (hangingRoutes, tailRoutes); the other phases never plan them.
 func routesYAML(mockURL, clientKey string, hangingRounds int) string {
 	sum := sha256.Sum256([]byte(clientKey))
 	providers, models := hangingRoutes(mockURL, hangingRounds)
+	tp, tm := tailRoutes(mockURL)
+	providers, models = providers+tp, models+tm
 	return fmt.Sprintf(`providers:
   - name: mock
     format: openai

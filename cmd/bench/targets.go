@@ -58,12 +58,18 @@ func (r *report) writeTargets(w io.Writer) {
 	if r.hanging != nil {
 		r.hanging.writeTargets(tb, verdict)
 	}
+	if r.tail != nil {
+		r.tail.writeTargets(tb, verdict)
+	}
 	gwErrs := sumErrs(r.hold[gateway].errs)
 	for _, sc := range r.scenarios {
 		gwErrs += sc.per[gateway].errors()
 	}
 	if r.hanging != nil {
 		gwErrs += sumErrs(r.hanging.errs())
+	}
+	if r.tail != nil {
+		gwErrs += sumErrs(r.tail.errs())
 	}
 	lost := r.records["gateway_report_dropped_total"]
 	tb.add("zero errors (gateway requests; records dropped)", fmt.Sprintf("%d errors; %.0f records dropped", gwErrs, lost),
