@@ -70,9 +70,9 @@ func hangingRoutes(mockURL string, rounds int) (providers, models string) {
 // hangingRound is one round of the phase.
 type hangingRound struct {
 	alone, hanging runResult
-	// coolAt is when, into the hanging run, the primary began cooling: when the
-	// first request that did not wait out the timeout was sent (every request
-	// sent before the primary cools waits on it); negative when none.
+	// coolAt is when, into the hanging run, the primary began cooling: when
+	// its failures-th first-byte timeout fired (see coolingBegan); negative
+	// when none.
 	coolAt time.Duration
 	// The primary's moves to cooling and its first-byte watchdog firings during
 	// the run (gateway_*_total deltas). Every probe of a primary that never
@@ -164,24 +164,39 @@ func (b *bencher) hangingRun(ctx context.Context, round int, spec openLoopSpec) 
 	return r, c1 - c0, t1 - t0
 }
 
-// coolingBegan is when, into the run, the first request answered without waiting
-// out the first-byte timeout was sent, or -1. Until the primary cools, every
-// request waits on it; the first one planned after it cooled skips it. This is the
-// gateway's own moment to within one request interval, where polling
-// /admin/health would add its own latency under load (tens of ms here). Send
-// times, not the schedule: a request the driver sent late may be planned after
-// the cooldown began although it was due before.
+// coolingBegan is when, into the run, the primary began cooling, or -1: the
+// moment its failures-th first-byte timeout fired, that is the failures-th
+// earliest send time plus first_byte among the requests that waited the
+// timeout out. Requests sent after it skip the primary; those already waiting
+// on it then are abandoned and fail over at once (they are "before", with a
+// wait shorter than the timeout, so the first request answered without the
+// full wait no longer marks the moment). Send times, not the schedule: a
+// request the driver sent late started its wait late.
 func coolingBegan(r runResult, rate int) time.Duration {
-	at := time.Duration(-1)
+	var fired []time.Duration
 	for i, s := range r.samples {
-		if s.err != "" || s.first >= hangFirstByte {
-			continue
-		}
-		if t := sentAt(r, i, rate); at < 0 || t < at {
-			at = t
+		if s.err == "" && s.first >= hangFirstByte {
+			fired = append(fired, sentAt(r, i, rate)+hangFirstByte)
 		}
 	}
-	return at
+	if len(fired) < hangFailures {
+		return -1
+	}
+	slices.Sort(fired)
+	return fired[hangFailures-1]
+}
+
+// paidBefore counts the hanging run's requests sent before the primary began
+// cooling that waited out the whole first-byte timeout: the failures whose
+// timeouts cooled it (the others waiting then were abandoned).
+func paidBefore(r hangingRound, rate int) int {
+	n := 0
+	for i, s := range r.hanging.samples {
+		if s.err == "" && s.first >= hangFirstByte && (r.coolAt < 0 || sentAt(r.hanging, i, rate) < r.coolAt) {
+			n++
+		}
+	}
+	return n
 }
 
 // sentAt is when, into the open-loop run r, request i was sent: its due time plus
@@ -321,7 +336,7 @@ func (h *hangingResult) write(w io.Writer) {
 	if len(h.rounds) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nHanging primary (gateway only): streams at %d/s for %v per run, %d rounds. The primary (priority 0) sends its headers and never a first byte; first_byte %v, health {failures: %d, cooldown: %v}; the backup (priority 1) is the mock; the backup-alone run is a route with the backup only. The primary cools when timeout number %d fires, so every request started until then waits on it: at least rate × first_byte + failures − 1 = %d. \"After the first cooldown\": requests sent from when the first one that did not wait was sent (the same offset in the backup-alone run of the round); latencies are medians over rounds.\n\n",
+	fmt.Fprintf(w, "\nHanging primary (gateway only): streams at %d/s for %v per run, %d rounds. The primary (priority 0) sends its headers and never a first byte; first_byte %v, health {failures: %d, cooldown: %v}; the backup (priority 1) is the mock; the backup-alone run is a route with the backup only. The primary cools when timeout number %d fires; the %d or so requests already waiting on it then (rate × first_byte + failures − 1) are abandoned and fail over at once, so only the first %[5]d pay the whole timeout. \"After the first cooldown\": requests sent after that timeout fired (the same offset in the backup-alone run of the round); latencies are medians over rounds.\n\n",
 		h.spec.rate, h.spec.duration, len(h.rounds), hangFirstByte, hangFailures, hangCooldown, hangFailures, h.inFlightFloor())
 	tb := &table{}
 	tb.add("hanging primary", "backup alone", "hanging primary in front", "in front / alone")
@@ -387,15 +402,15 @@ func (h *hangingResult) writeTargets(tb *table, verdict func(ok, measured bool) 
 	}
 	var paid, allowed, after, probes []string
 	okIssue, okAfter := true, true
-	for i, r := range h.rounds {
-		_, hw := h.window(i)
+	for _, r := range h.rounds {
 		n, p := int(r.timeouts), r.probes()
+		later := n - paidBefore(r, h.spec.rate)
 		paid = append(paid, fmt.Sprint(n))
 		allowed = append(allowed, fmt.Sprint(h.allowedPaid(p)))
-		after = append(after, fmt.Sprint(n-hw.before))
+		after = append(after, fmt.Sprint(later))
 		probes = append(probes, fmt.Sprint(p))
 		okIssue = okIssue && n <= h.allowedPaid(p)
-		okAfter = okAfter && r.coolAt >= 0 && n-hw.before <= p
+		okAfter = okAfter && r.coolAt >= 0 && later <= p
 	}
 	tb.add(fmt.Sprintf("hanging primary: requests that paid the timeout ≤ failures (%d) per cooldown period (%v) + probes, per run", hangFailures, hangCooldown),
 		strings.Join(paid, ", ")+" (allowed "+strings.Join(allowed, ", ")+")", verdict(okIssue, true))
