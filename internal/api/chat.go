@@ -92,9 +92,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) *candidates.Req
 	}
 	planStart := time.Now()
 	policy, plan, err := s.opts.Planner.PlanPolicy(chat.Model)
-	if s.opts.OnPlan != nil {
-		s.opts.OnPlan(time.Since(planStart))
-	}
+	s.opts.Observe.Planned(time.Since(planStart))
 	if err != nil {
 		s.reject(w, r, received, http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model",
 			"the model '"+chat.Model+"' does not exist on this gateway")
@@ -116,9 +114,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) *candidates.Req
 // unknown model, draining). It has no ledger rows: no candidate was tried.
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, received time.Time, status int, typ, code, param, msg string) {
 	writeError(w, r, status, typ, code, param, msg)
-	if s.opts.OnRejected != nil {
-		s.opts.OnRejected(status)
-	}
+	s.opts.Observe.Rejected(status)
 	s.access.rejected(requestID(r.Context()), status, code, received)
 }
 

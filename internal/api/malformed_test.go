@@ -143,9 +143,9 @@ models:
 	sched := admission.New(admission.Config{})
 	s := New(Options{
 		Planner: planner, Admission: sched,
-		Runner: &candidates.Runner{Admit: sched, Record: o, Now: time.Now,
+		Runner: &candidates.Runner{Admit: sched, Record: o,
 			Upstreams: map[string]candidates.Sender{"p": clients["p"]}},
-		OnPanic:         o.panicked,
+		Observe:         panicCounter{o},
 		MaxRequestBytes: 1 << 20, StreamWriteTimeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -253,3 +253,10 @@ func post(client *http.Client, url string) (string, int, []byte, error) {
 	b, err := io.ReadAll(resp.Body)
 	return resp.Header.Get("X-Request-Id"), resp.StatusCode, b, err
 }
+
+// panicCounter is the API observer of these tests: it counts panics.
+type panicCounter struct{ o *outcomes }
+
+func (p panicCounter) Planned(time.Duration) {}
+func (p panicCounter) Rejected(int)          {}
+func (p panicCounter) Panic()                { p.o.panicked() }

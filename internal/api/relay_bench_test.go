@@ -101,7 +101,7 @@ models:
 		b.Fatal(err)
 	}
 	plan, _ := planner.Plan("m")
-	runner := &candidates.Runner{Admit: sched, Record: nopRecorder{}, Now: time.Now, HoldMode: watchdog.HoldFirstBody,
+	runner := &candidates.Runner{Admit: sched, Record: nopRecorder{}, HoldMode: watchdog.HoldFirstBody,
 		Upstreams: map[string]candidates.Sender{"p": streamSender{&eventSource{n: b.N}}}}
 	s := &Server{opts: Options{StreamWriteTimeout: 30 * time.Second}}
 	w := &discardWriter{h: http.Header{}}

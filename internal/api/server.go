@@ -32,6 +32,21 @@ type HealthStats interface {
 	Snapshot() []health.TargetStatus
 }
 
+// Observer receives the API's own measurements (implemented by the metrics
+// package); the attempt loop reports through candidates.Observer. Calls must
+// not block.
+type Observer interface {
+	Planned(d time.Duration) // time to plan a request's candidates
+	Rejected(status int)     // a request refused before planning
+	Panic()                  // a recovered panic
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Planned(time.Duration) {}
+func (nopObserver) Rejected(int)          {}
+func (nopObserver) Panic()                {}
+
 // ReportStore is the record store as the API reads it; nil when records are off.
 type ReportStore interface {
 	State() string
@@ -52,11 +67,9 @@ type Options struct {
 	PProf              bool
 	Metrics            http.Handler // nil: no /metrics
 	Logger             *slog.Logger
-	OnPanic            func()                // counts panics; optional
-	OnPlan             func(d time.Duration) // observes planning time; optional
-	ReadBodyTimeout    time.Duration         // bounds reading a request body; 0 = none
-	OnRejected         func(status int)      // counts requests refused before planning; optional
-	AccessLog          bool                  // one info line per API request (GATEWAY_ACCESS_LOG)
+	Observe            Observer      // the API's measurements; optional
+	ReadBodyTimeout    time.Duration // bounds reading a request body; 0 = none
+	AccessLog          bool          // one info line per API request (GATEWAY_ACCESS_LOG)
 	// TestHook, when set, is called at named points of an attempt
 	// ("attempt" before the provider call, through the Runner; "streaming"
 	// after the first event reached the client). Fault tests use it to
@@ -90,7 +103,10 @@ func New(opts Options) *Server {
 	}
 
 	r := chi.NewRouter()
-	middlewares := []func(http.Handler) http.Handler{withRequestID, recoverer(opts.Logger, opts.OnPanic)}
+	if opts.Observe == nil {
+		opts.Observe = nopObserver{}
+	}
+	middlewares := []func(http.Handler) http.Handler{withRequestID, recoverer(opts.Logger, opts.Observe.Panic)}
 	r.Use(middlewares...)
 	s.chat = chain(middlewares, chatHandler{s})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

@@ -90,7 +90,7 @@ func (a *Attempt) open(parent context.Context) error {
 	}
 	a.resp = resp
 	if !w.req.Stream {
-		a.fb = w.r.Now().Sub(a.admitted)
+		a.fb = w.r.now().Sub(a.admitted)
 		return a.openBody()
 	}
 	a.hold = watchdog.NewHold(w.r.HoldMode, a.lease.ReleaseGlobal)
@@ -120,7 +120,7 @@ func (a *Attempt) open(parent context.Context) error {
 			return watchdog.ErrFirstByteTimeout
 		}
 		a.stopWatching()
-		a.fb = w.r.Now().Sub(a.admitted)
+		a.fb = w.r.now().Sub(a.admitted)
 		if prov.CommitEvents <= 1 || upstream.EventIsDone(ev) {
 			a.first = ev
 			return nil
@@ -261,7 +261,7 @@ func (a *Attempt) First() []byte { return a.first }
 // time, and the hold mode may release the execution slot.
 func (a *Attempt) Sent() {
 	w, i := a.w, a.i
-	w.sent = w.r.Now()
+	w.sent = w.r.now()
 	// The target answered: that is the success health counts, even if a
 	// long stream breaks later (failures after commit never count).
 	if h := w.req.Candidates[i].Target.Health; h != nil {

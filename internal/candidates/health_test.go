@@ -15,6 +15,7 @@ import (
 	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
+	"github.com/llmgw/gateway/internal/watchdog"
 )
 
 // TestHealthBlockValidation: a malformed health block or strategy is refused
@@ -61,6 +62,10 @@ type fakeClock struct {
 }
 
 func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+// AfterFunc runs on real time: the tests that use fakeClock move it for
+// cooldowns and latency staleness, and let hedge delays and commit holds run.
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) watchdog.Timer { return time.AfterFunc(d, f) }
 func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
@@ -128,7 +133,7 @@ func newHealthRig(t *testing.T, src string) *healthRig {
 	sched := admission.New(admission.Config{GlobalLimit: 8})
 	t.Cleanup(func() { _ = sched.Close(context.Background()) })
 	return &healthRig{clock: clock, plan: p, sched: sched,
-		run: &Runner{Admit: sched, Record: &ledger{cands: map[int]report.Candidate{}}, Now: clock.Now}}
+		run: &Runner{Admit: sched, Record: &ledger{cands: map[int]report.Candidate{}}, Clock: clock}}
 }
 
 // do runs one request and returns its candidate rows as status(/skip reason).

@@ -133,7 +133,7 @@ func (h *hedging) start(i int, hedge bool) {
 // fly runs on the flight's goroutine: admission, then the attempt up to its
 // commit point. It touches nothing of the walk but its own attempt.
 func (h *hedging) fly(ctx context.Context, f *flight, probe bool) {
-	l := landing{f: f, queued: h.w.r.Now()}
+	l := landing{f: f, queued: h.w.r.now()}
 	defer func() {
 		if v := recover(); v != nil {
 			l.panicked = v
@@ -149,7 +149,7 @@ func (h *hedging) fly(ctx context.Context, f *flight, probe bool) {
 		return
 	}
 	release := f.a.release
-	f.a.reset(f.a.i, lease, h.w.r.Now())
+	f.a.reset(f.a.i, lease, h.w.r.now())
 	f.a.probe, f.a.release = probe, release
 	l.err = f.a.open(ctx)
 }
@@ -167,7 +167,7 @@ func (h *hedging) land(l landing) (done bool) {
 	if l.admitErr != nil {
 		f.cancel(nil) // no attempt to close: release the flight's context here
 		if w.r.Observe != nil {
-			w.r.Observe.AdmissionWait(&w.req.Candidates[f.a.i], w.r.Now().Sub(l.queued), l.admitErr)
+			w.r.Observe.AdmissionWait(&w.req.Candidates[f.a.i], w.r.now().Sub(l.queued), l.admitErr)
 		}
 		done = w.admissionFailed(h.ctx, f.a.i, l.queued, l.admitErr)
 	} else {
@@ -209,7 +209,7 @@ func (h *hedging) lost(l landing) {
 	w.probe = a.probe
 	w.healthDone(i, health.Verdict{}) // losing says nothing of the target
 	row := &w.rows[i]
-	now := w.r.Now()
+	now := w.r.now()
 	if l.admitErr == nil {
 		a.close()
 		row.StartedAt = a.admitted

@@ -98,8 +98,9 @@ type Runner struct {
 	Observe   Observer          // optional
 	Upstreams map[string]Sender // by provider name
 	HoldMode  watchdog.HoldMode // when a stream's execution slot is released
-	Now       func() time.Time
-	Clock     watchdog.Clock // arms the attempts' deadlines; nil: the process clock
+	// Clock stamps the records and arms the attempts' deadlines and hedge
+	// timers; nil is the process clock.
+	Clock Clock
 	Budget    *RetryBudget   // bounds attempts beyond a request's first; nil: unbounded
 	// HedgeMinDelay floors a hedge delay taken from a latency percentile.
 	HedgeMinDelay time.Duration
@@ -108,12 +109,27 @@ type Runner struct {
 	TestHook func(point string)
 }
 
-func (r *Runner) clock() watchdog.Clock {
+// Clock is the loop's one clock. The process clock's readings are
+// monotonic, so a wall-clock jump never stretches a wait or a timeout.
+type Clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) watchdog.Timer
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) AfterFunc(d time.Duration, f func()) watchdog.Timer { return time.AfterFunc(d, f) }
+
+func (r *Runner) clock() Clock {
 	if r.Clock == nil {
-		return watchdog.SystemClock{}
+		return systemClock{}
 	}
 	return r.Clock
 }
+
+func (r *Runner) now() time.Time { return r.clock().Now() }
 
 // walk is the state of one Run.
 type walk struct {
@@ -258,11 +274,11 @@ func (w *walk) attempt(ctx context.Context, i int) (done bool) {
 func (w *walk) admit(ctx context.Context, i int) (lease *admission.Lease, done bool) {
 	c := &w.req.Candidates[i]
 	w.starting(i)
-	start := w.r.Now()
+	start := w.r.now()
 	lease, err := w.r.Admit.Acquire(ctx, w.admission(i, &w.dims))
 	if err != nil {
 		if w.r.Observe != nil {
-			w.r.Observe.AdmissionWait(c, w.r.Now().Sub(start), err)
+			w.r.Observe.AdmissionWait(c, w.r.now().Sub(start), err)
 		}
 		return nil, w.admissionFailed(ctx, i, start, err)
 	}
@@ -303,7 +319,7 @@ func (w *walk) release(lease *admission.Lease) {
 
 // begin hands candidate i's slots to the attempt and records it pending.
 func (w *walk) begin(i int, lease *admission.Lease) *Attempt {
-	w.att.reset(i, lease, w.r.Now())
+	w.att.reset(i, lease, w.r.now())
 	w.begun(&w.att, w.admitStart)
 	return &w.att
 }
@@ -324,7 +340,7 @@ func (w *walk) begun(a *Attempt, queued time.Time) {
 func (w *walk) end(a *Attempt, err error) (done bool) {
 	i := a.i
 	row := &w.rows[i]
-	now := w.r.Now()
+	now := w.r.now()
 	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.fb
 	if a.fb > 0 && w.r.Observe != nil {
 		w.r.Observe.FirstByte(&w.req.Candidates[i], a.fb)
@@ -349,14 +365,14 @@ func (w *walk) admissionFailed(ctx context.Context, i int, start time.Time, err 
 			// The deadline ended the queue wait: on record as this
 			// candidate's failure.
 			row := &w.rows[i]
-			now := w.r.Now()
+			now := w.r.now()
 			row.StartedAt, row.FinishedAt, row.Latency = start, now, now.Sub(start)
 			return w.apply(i, Classify(&AdmissionError{Err: err}, false, ErrDeadline), false)
 		}
 		return w.stop(i, w.clientGone(ctx))
 	}
 	row := &w.rows[i]
-	now := w.r.Now()
+	now := w.r.now()
 	row.StartedAt, row.FinishedAt, row.Latency = start, now, now.Sub(start)
 	return w.apply(i, Classify(&AdmissionError{Err: err}, false, nil), false)
 }

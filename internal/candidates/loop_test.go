@@ -106,7 +106,7 @@ models:
 				t.Fatal(err)
 			}
 			l := &ledger{cands: map[int]report.Candidate{}}
-			r := &Runner{Admit: sched, Record: l, Observe: panicObserver{at: at}, Now: time.Now,
+			r := &Runner{Admit: sched, Record: l, Observe: panicObserver{at: at},
 				Upstreams: map[string]Sender{"a": succeed{}}}
 			func() {
 				defer func() {

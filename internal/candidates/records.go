@@ -33,7 +33,7 @@ func (w *walk) recordPlanned() {
 // finishRequest writes the request's final record.
 func (w *walk) finishRequest() {
 	out := &w.out
-	now := w.r.Now()
+	now := w.r.now()
 	out.Tried = w.tried
 	if !w.sent.IsZero() {
 		out.FirstByte = w.sent.Sub(w.req.Received)
@@ -54,7 +54,7 @@ func (w *walk) finishRequest() {
 		w.cancel()
 	}
 	if w.r.Observe != nil {
-		w.r.Observe.Enqueued(w.r.Now().Sub(now))
+		w.r.Observe.Enqueued(w.r.now().Sub(now))
 		w.r.Observe.RequestDone(w.req.Model, out.Status, out.StatusCode, rec.Latency)
 	}
 }
@@ -63,7 +63,7 @@ func (w *walk) settle(i int, status string, code int, errorType, msg string) {
 	row := &w.rows[i]
 	row.Status, row.StatusCode, row.ErrorType, row.ErrorMessage = status, code, errorType, msg
 	if row.FinishedAt.IsZero() && !row.StartedAt.IsZero() {
-		row.FinishedAt = w.r.Now()
+		row.FinishedAt = w.r.now()
 		row.Latency = row.FinishedAt.Sub(row.StartedAt)
 	}
 	if status == report.CandidateFailed {

@@ -42,6 +42,10 @@ type Gateway struct {
 	SkipDelay <-chan struct{}
 }
 
+// The metrics receive the API's measurements through api.Observer, as they
+// receive the attempt loop's through candidates.Observer.
+var _ api.Observer = (*metrics.Metrics)(nil)
+
 // nopRecorder is the recorder when no database is configured: records are
 // off by the operator's choice, announced at start and in /readyz.
 type nopRecorder struct{}
@@ -98,7 +102,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		senders[name] = c
 	}
 	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics, Upstreams: senders,
-		HoldMode: cfg.HoldMode, Now: time.Now,
+		HoldMode:      cfg.HoldMode,
 		Budget:        candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond, nil),
 		HedgeMinDelay: cfg.HedgeMinDelay}
 	g.API = api.New(api.Options{
@@ -107,8 +111,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		MaxRequestBytes: int64(cfg.MaxRequestBytes), StreamWriteTimeout: cfg.StreamWriteTimeout,
 		ReadBodyTimeout: cfg.ReadBodyTimeout,
 		AdminToken:      cfg.AdminToken, PProf: bool(cfg.PProf), Logger: log,
-		Metrics: g.Metrics.Handler(), OnPanic: g.Metrics.Panic, OnPlan: g.Metrics.Planned,
-		OnRejected: g.Metrics.Rejected, AccessLog: bool(cfg.AccessLog),
+		Metrics: g.Metrics.Handler(), Observe: g.Metrics, AccessLog: bool(cfg.AccessLog),
 	})
 	return g, nil
 }
