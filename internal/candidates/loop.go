@@ -100,8 +100,8 @@ type Runner struct {
 	HoldMode  watchdog.HoldMode // when a stream's execution slot is released
 	// Clock stamps the records and arms the attempts' deadlines and hedge
 	// timers; nil is the process clock.
-	Clock Clock
-	Budget    *RetryBudget   // bounds attempts beyond a request's first; nil: unbounded
+	Clock  Clock
+	Budget *RetryBudget // bounds attempts beyond a request's first; nil: unbounded
 	// HedgeMinDelay floors a hedge delay taken from a latency percentile.
 	HedgeMinDelay time.Duration
 	// TestHook, when set, is called with "attempt" before each provider
