@@ -19,7 +19,7 @@ type RetryBudget struct {
 	percent   int64
 	minPerSec int64
 	now       func() time.Time
-	buckets   [10]retryBucket
+	buckets   [retryWindow / time.Second]retryBucket // one per second of the window
 }
 
 type retryBucket struct {
@@ -72,7 +72,7 @@ func (b *RetryBudget) Allow() bool {
 			retries += k.retries.Load()
 		}
 	}
-	if retries >= b.percent*firsts/100+b.minPerSec*int64(len(b.buckets)) {
+	if retries >= b.percent*firsts/100+b.minPerSec*int64(retryWindow/time.Second) {
 		return false
 	}
 	b.bucket(sec).retries.Add(1)
