@@ -267,7 +267,7 @@ func (a *Attempt) Sent() {
 	if h := w.req.Candidates[i].Target.Health; h != nil {
 		h.FirstByte(a.fb)
 	}
-	w.healthDone(i, health.Verdict{Success: true})
+	a.verdict(health.Verdict{Success: true})
 	if a.Stream() {
 		row := &w.rows[i]
 		row.Status, row.FirstByte = report.CandidateStreaming, a.fb
@@ -362,12 +362,24 @@ func (a *Attempt) Finish(err error) *Outcome {
 	return &w.out
 }
 
+// verdict tells the attempt's target how it went, giving back the health
+// probe the attempt holds, if any. Each attempt owns its probe: attempts of
+// a hedged request hold theirs side by side.
+func (a *Attempt) verdict(v health.Verdict) {
+	probe := a.probe
+	a.probe = false
+	if h := a.w.req.Candidates[a.i].Target.Health; h != nil {
+		h.Done(v, probe)
+	}
+}
+
 // Abort ends a committed attempt whose relay (or Finish) panicked: the
 // slots are released and, unless the outcome was already recorded, the
 // candidate fails with gateway_internal_error and the request with 500. The
 // caller re-panics.
 func (a *Attempt) Abort() {
 	a.close()
+	a.verdict(health.Verdict{})
 	if !a.settled {
 		a.settled = true
 		a.w.panicked()

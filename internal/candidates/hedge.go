@@ -48,6 +48,7 @@ type landing struct {
 // is written from this goroutine.
 func (w *walk) runHedged(ctx context.Context) (committed bool) {
 	h := &hedging{w: w, ctx: ctx, landed: make(chan landing, len(w.req.Candidates)), fired: make(chan int, 1)}
+	w.hedge = h
 	defer h.stopTimer()
 	for {
 		if len(h.flying) == 0 && !h.launch(false) {
@@ -85,11 +86,12 @@ func (w *walk) runHedged(ctx context.Context) (committed bool) {
 
 // hedging is the state of one hedged walk.
 type hedging struct {
-	w      *walk
-	ctx    context.Context
-	landed chan landing
-	flying []*flight
-	next   int // the next candidate to consider
+	w       *walk
+	ctx     context.Context
+	landed  chan landing
+	flying  []*flight
+	landing *flight // the flight land is handling, for abort
+	next    int     // the next candidate to consider
 
 	stop  func() bool
 	gen   int // the hedge timer's generation; a stale firing is ignored
@@ -123,6 +125,10 @@ func (h *hedging) start(i int, hedge bool) {
 	w.starting(i)
 	actx, cancel := context.WithCancelCause(h.ctx)
 	f := &flight{a: &Attempt{w: w, i: i, release: cancel}, cancel: cancel, hedge: hedge}
+	// No longer available: a request that ends meanwhile must not mark it
+	// unused (it did call, or queue for, its provider). The pending record
+	// itself is written when the flight lands with its slots.
+	w.rows[i].Status = report.CandidatePending
 	probe := w.probe
 	w.probe = false
 	h.flying = append(h.flying, f)
@@ -159,13 +165,14 @@ func (h *hedging) fly(ctx context.Context, f *flight, probe bool) {
 func (h *hedging) land(l landing) (done bool) {
 	w, f := h.w, l.f
 	h.remove(f)
-	w.current, w.probe = f.a.i, f.a.probe
+	h.landing = f
+	w.current = f.a.i
 	if l.panicked != nil {
-		h.cancelAll()
-		panic(l.panicked)
+		panic(l.panicked) // recordPanic releases this flight and the others
 	}
 	if l.admitErr != nil {
-		f.cancel(nil) // no attempt to close: release the flight's context here
+		f.cancel(nil)                         // no attempt to close: release the flight's context here
+		w.probe, f.a.probe = f.a.probe, false // admissionFailed gives it back
 		if w.r.Observe != nil {
 			w.r.Observe.AdmissionWait(&w.req.Candidates[f.a.i], w.r.now().Sub(l.queued), l.admitErr)
 		}
@@ -182,10 +189,25 @@ func (h *hedging) land(l landing) (done bool) {
 			done = w.end(f.a, l.err)
 		}
 	}
+	h.landing = nil
 	if done {
 		h.cancelAll()
 	}
 	return done
+}
+
+// abort lets go of every flight after a panic on the walk's goroutine: the
+// one being handled (the walk records it as the panic's candidate) and
+// those still running, cancelled and recorded as lost once their
+// goroutines are done.
+func (h *hedging) abort() {
+	if f := h.landing; f != nil {
+		h.landing = nil
+		f.a.close()
+		f.cancel(nil)
+		f.a.verdict(health.Verdict{})
+	}
+	h.cancelAll()
 }
 
 // cancelAll ends every flight still running and records each as lost to the
@@ -206,8 +228,7 @@ func (h *hedging) cancelAll() {
 func (h *hedging) lost(l landing) {
 	w, a := h.w, l.f.a
 	i := a.i
-	w.probe = a.probe
-	w.healthDone(i, health.Verdict{}) // losing says nothing of the target
+	a.verdict(health.Verdict{}) // losing says nothing of the target
 	row := &w.rows[i]
 	now := w.r.now()
 	if l.admitErr == nil {
@@ -218,7 +239,13 @@ func (h *hedging) lost(l landing) {
 		row.StartedAt = l.queued
 	}
 	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.fb
-	if w.rows[i].Status == report.CandidateAvailable || w.rows[i].Status == report.CandidatePending {
+	switch {
+	case w.rows[i].Status != report.CandidateAvailable && w.rows[i].Status != report.CandidatePending:
+	case l.panicked != nil:
+		// A bug on the losing flight's goroutine: on record as such, while
+		// the request goes on with the attempt that settled it.
+		w.settle(i, report.CandidateFailed, 500, report.ErrorTypeInternal, "gateway panic")
+	default:
 		w.settle(i, report.CandidateCancelled, 499, report.ErrorTypeHedgeLost, ErrHedgeLost.Error())
 	}
 	h.observe(l.f, HedgeLost)

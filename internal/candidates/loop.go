@@ -139,6 +139,7 @@ type walk struct {
 	cancel     context.CancelFunc // releases the deadline's context, if any
 	att        Attempt            // the attempt in flight, when attempts run one after another
 	winner     *Attempt           // the attempt that committed
+	hedge      *hedging           // a hedged walk's flights, for a panic to release
 	rows       []report.Candidate // current record of each candidate
 	retryable  bool               // every failure so far was admission or 429
 	timedOut   bool               // the last failure was a timeout (not admission)
@@ -198,6 +199,10 @@ func (w *walk) recordPanic() {
 		return
 	}
 	w.att.close()
+	w.att.verdict(health.Verdict{})
+	if w.hedge != nil {
+		w.hedge.abort()
+	}
 	w.panicked()
 	panic(v)
 }
@@ -320,6 +325,7 @@ func (w *walk) release(lease *admission.Lease) {
 // begin hands candidate i's slots to the attempt and records it pending.
 func (w *walk) begin(i int, lease *admission.Lease) *Attempt {
 	w.att.reset(i, lease, w.r.now())
+	w.att.probe, w.probe = w.probe, false
 	w.begun(&w.att, w.admitStart)
 	return &w.att
 }
@@ -346,6 +352,9 @@ func (w *walk) end(a *Attempt, err error) (done bool) {
 		w.r.Observe.FirstByte(&w.req.Candidates[i], a.fb)
 	}
 	if err == nil {
+		if a.probe { // Sent gives it back; an answer relayed without Sent still heals
+			a.verdict(health.Verdict{Success: true})
+		}
 		w.settle(i, report.CandidateSuccess, a.resp.StatusCode, "", "")
 		return w.stop(i+1, Outcome{Status: report.RequestSuccess, StatusCode: http.StatusOK, Committed: true,
 			Usage: a.usage, HasUsage: a.hasUsage})
@@ -355,6 +364,7 @@ func (w *walk) end(a *Attempt, err error) (done bool) {
 		ended = context.Cause(w.ctx)
 	}
 	committed := a.committed()
+	w.probe, a.probe = a.probe, false // apply gives it back with the verdict
 	return w.apply(i, Classify(err, committed, ended), committed)
 }
 
