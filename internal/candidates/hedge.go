@@ -173,6 +173,9 @@ func (h *hedging) land(l landing) (done bool) {
 	if l.admitErr != nil {
 		f.cancel(nil)                         // no attempt to close: release the flight's context here
 		w.probe, f.a.probe = f.a.probe, false // admissionFailed gives it back
+		// It never got its slots: as in a sequential walk, a request that
+		// ends here leaves it unused, else admissionFailed settles it.
+		w.rows[f.a.i].Status = report.CandidateAvailable
 		if w.r.Observe != nil {
 			w.r.Observe.AdmissionWait(&w.req.Candidates[f.a.i], w.r.now().Sub(l.queued), l.admitErr)
 		}
@@ -201,6 +204,10 @@ func (h *hedging) land(l landing) (done bool) {
 // those still running, cancelled and recorded as lost once their
 // goroutines are done.
 func (h *hedging) abort() {
+	if a := h.w.winner; a != nil {
+		a.close() // the panic came after it won, before Run returned it
+		a.verdict(health.Verdict{})
+	}
 	if f := h.landing; f != nil {
 		h.landing = nil
 		f.a.close()
