@@ -69,23 +69,9 @@ func commitRun(t *testing.T, h *healthRig, s streams) (string, *Outcome, []strin
 		Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Chat: chatOf("m")})
 	var sb strings.Builder
 	if a != nil {
-		sb.Write(a.First())
-		a.Sent()
-		for {
-			b, err := a.Next()
-			if err != nil {
-				out = a.Finish(err)
-				break
-			}
-			sb.Write(b)
-		}
+		out = relayTo(&sb, a)
 	}
-	var rows []string
-	for i := range plan {
-		c := l.cands[i]
-		rows = append(rows, c.Provider+":"+c.Status+"/"+c.ErrorType)
-	}
-	return sb.String(), out, rows
+	return sb.String(), out, candidateRows(l, plan)
 }
 
 const commitRoutes = `

@@ -87,28 +87,14 @@ func hedgeRun(t *testing.T, h *healthRig, a, b Sender) (string, time.Duration, [
 	l := &ledger{cands: map[int]report.Candidate{}}
 	h.run.Record = l
 	start := time.Now()
-	att, out := h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true,
+	att, _ := h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true,
 		Priority: admission.Interactive, Received: start, Candidates: plan, Chat: chatOf("m"), Hedge: pol.Hedge})
 	took := time.Since(start)
 	var sb strings.Builder
 	if att != nil {
-		sb.Write(att.First())
-		att.Sent()
-		for {
-			p, err := att.Next()
-			if err != nil {
-				out = att.Finish(err)
-				break
-			}
-			sb.Write(p)
-		}
+		relayTo(&sb, att)
 	}
-	_ = out
-	var rows []string
-	for i := range plan {
-		c := l.cands[i]
-		rows = append(rows, c.Provider+":"+c.Status+"/"+c.ErrorType)
-	}
+	rows := candidateRows(l, plan)
 	if !h.sched.Idle() {
 		t.Fatal("gates not back to zero after the request")
 	}

@@ -59,18 +59,37 @@ func runAll(r *Runner, req *Request) *Outcome {
 	if a == nil {
 		return out
 	}
+	return relayTo(io.Discard, a)
+}
+
+// relayTo relays a committed attempt to w the way api.relay does (held
+// bytes, Sent, then the rest; Abort on a panic) and ends it.
+func relayTo(w io.Writer, a *Attempt) *Outcome {
 	defer func() {
 		if v := recover(); v != nil {
 			a.Abort()
 			panic(v)
 		}
 	}()
+	_, _ = w.Write(a.First())
 	a.Sent()
 	for {
-		if _, err := a.Next(); err != nil {
+		b, err := a.Next()
+		if err != nil {
 			return a.Finish(err)
 		}
+		_, _ = w.Write(b)
 	}
+}
+
+// candidateRows lists the candidate rows of plan as provider:status/error_type.
+func candidateRows(l *ledger, plan []Candidate) []string {
+	var rows []string
+	for i := range plan {
+		c := l.cands[i]
+		rows = append(rows, c.Provider+":"+c.Status+"/"+c.ErrorType)
+	}
+	return rows
 }
 
 func chatOf(model string) *upstream.ChatRequest {
