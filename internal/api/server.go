@@ -95,6 +95,9 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Observe == nil {
+		opts.Observe = nopObserver{}
+	}
 	s := &Server{opts: opts}
 	s.hardStop, s.stopAll = context.WithCancelCause(context.Background())
 	s.models = encodeModels(opts.Planner.Models())
@@ -103,9 +106,6 @@ func New(opts Options) *Server {
 	}
 
 	r := chi.NewRouter()
-	if opts.Observe == nil {
-		opts.Observe = nopObserver{}
-	}
 	middlewares := []func(http.Handler) http.Handler{withRequestID, recoverer(opts.Logger, opts.Observe.Panic)}
 	r.Use(middlewares...)
 	s.chat = chain(middlewares, chatHandler{s})
