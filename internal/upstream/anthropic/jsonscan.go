@@ -1,0 +1,235 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// The stream translator reads provider events without encoding/json's
+// reflection: it checks each event with json.Valid, then walks the object's
+// members by hand and copies string values into the chunk it writes. Every
+// helper here assumes input that json.Valid accepted, and stays within bounds
+// on any input regardless, so a mistake costs a wrong value, never a panic.
+
+// members walks the members of one JSON object.
+type members struct {
+	b []byte
+	i int
+}
+
+// objectMembers starts a walk over obj, which must be a JSON object.
+func objectMembers(obj []byte) (members, bool) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return members{}, false
+	}
+	return members{b: obj, i: i + 1}, true
+}
+
+// next returns the next member: its key as written between the quotes (no
+// unescaping: every key the translator looks for is plain ASCII, and an
+// escaped spelling of one is simply not recognised) and its raw value.
+func (m *members) next() (key, val []byte, ok bool) {
+	b := m.b
+	i := skipSpace(b, m.i)
+	if i < len(b) && b[i] == ',' {
+		i = skipSpace(b, i+1)
+	}
+	if i >= len(b) || b[i] != '"' {
+		m.i = len(b)
+		return nil, nil, false
+	}
+	keyEnd := skipString(b, i)
+	if keyEnd-i < 2 {
+		m.i = len(b)
+		return nil, nil, false
+	}
+	key = b[i+1 : keyEnd-1]
+	i = skipSpace(b, keyEnd)
+	if i < len(b) && b[i] == ':' {
+		i = skipSpace(b, i+1)
+	}
+	end := skipValue(b, i)
+	m.i = end
+	return key, b[i:end], true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the JSON value at b[i], within
+// [i, len(b)] for any i <= len(b).
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	default:
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}
+
+// skipString returns the index just past the string whose quote is at b[i],
+// or len(b) when it is not closed. A byte loop: most strings in an event
+// are short keys, where a call to bytes.IndexByte costs more than it saves.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// isString reports whether v is a complete JSON string literal.
+func isString(v []byte) bool {
+	return len(v) >= 2 && v[0] == '"' && skipString(v, 0) == len(v)
+}
+
+// parseCount reads a non-negative integer literal such as a token count or a
+// block index; anything else (negative, fraction, exponent, overflow past
+// 2^53, null) is not a count.
+func parseCount(v []byte) (int64, bool) {
+	if len(v) == 0 || len(v) > 16 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// appendLiteral appends the JSON string literal lit (checked by json.Valid
+// as part of its event) to dst. Valid UTF-8 is copied byte for byte, the
+// provider's escapes included; otherwise the string is decoded, which
+// replaces each invalid byte with U+FFFD, and written again, so a client
+// never receives bytes that are not UTF-8.
+func appendLiteral(dst, lit []byte) []byte {
+	if utf8.Valid(lit) {
+		return append(dst, lit...)
+	}
+	var s string
+	if json.Unmarshal(lit, &s) != nil {
+		return append(dst, `""`...)
+	}
+	return appendString(dst, s)
+}
+
+// unquote decodes a JSON string literal; the empty string for anything else.
+func unquote(lit []byte) string {
+	if !isString(lit) {
+		return ""
+	}
+	plain := true
+	for _, c := range lit[1 : len(lit)-1] {
+		if c == '\\' || c >= utf8.RuneSelf {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return string(lit[1 : len(lit)-1])
+	}
+	var s string
+	if json.Unmarshal(lit, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string literal. It escapes what JSON
+// requires (quote, backslash, control characters), writes invalid UTF-8 as
+// U+FFFD, and escapes U+2028 and U+2029 as encoding/json does, for clients
+// that evaluate JSON as JavaScript. strconv.AppendQuote is no substitute: its
+// \x and \U escapes are not JSON.
+func appendString[T string | []byte](dst []byte, s T) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
