@@ -1,8 +1,12 @@
-// Command mockupstream runs internal/mockupstream as a standalone OpenAI-compatible
-// upstream with injectable faults, for manual runs, scripts and benchmarks of the
-// gateway. Flags set the default Behavior; X-Mock-* request headers override it per
-// request. It logs "listening on <host:port>" once the socket is bound, so a script that
-// passes -addr 127.0.0.1:0 can read the chosen port.
+// Command mockupstream runs internal/mockupstream as a standalone upstream with
+// injectable faults, for manual runs, scripts and benchmarks of the gateway. It serves
+// OpenAI chat completions (/v1/chat/completions), Responses (/v1/responses) and
+// embeddings (/v1/embeddings), and Anthropic messages (/v1/messages, which wants
+// x-api-key and anthropic-version headers unless -keyless); the newer routes also answer
+// without the /v1 prefix. GET /mock/stats[?path=] and GET /mock/last-request[?path=]
+// report what it received. Flags set the default Behavior; X-Mock-* request headers
+// override it per request. It logs "listening on <host:port>" once the socket is bound,
+// so a script that passes -addr 127.0.0.1:0 can read the chosen port.
 package main
 
 import (
@@ -61,6 +65,8 @@ func run(ctx context.Context, args []string, logw io.Writer, listening func(net.
 	// Default on, unlike Behavior.Usage: a standalone mock should act like OpenAI unless
 	// asked to emulate a provider that ignores stream_options.
 	fs.BoolVar(&b.Usage, "usage", true, "honour stream_options.include_usage with a final usage chunk")
+	fs.StringVar(&b.ToolUse, "tool-use", "", "Anthropic messages: answer with a tool_use block calling this tool (* = the request's first tool)")
+	fs.BoolVar(&b.Keyless, "keyless", false, "Anthropic messages: accept requests without an x-api-key header")
 
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

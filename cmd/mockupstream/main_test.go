@@ -102,6 +102,49 @@ func TestRunServes(t *testing.T) {
 	}
 }
 
+// TestRunAnthropicFlags checks that -keyless and -tool-use reach the Anthropic
+// endpoint, which the command serves with and without /v1, and that the recording
+// route answers.
+func TestRunAnthropicFlags(t *testing.T) {
+	url, _, stop := startRun(t, "-keyless", "-tool-use", "lookup")
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+
+	for _, path := range []string{"/v1/messages", "/messages"} {
+		req, err := http.NewRequest(http.MethodPost, url+path,
+			strings.NewReader(`{"model":"claude","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Anthropic-Version", "2023-06-01") // and no x-api-key: -keyless
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"lookup"`) ||
+			!strings.Contains(string(body), `"stop_reason":"tool_use"`) {
+			t.Errorf("%s: got %d %s, want a tool_use answer", path, resp.StatusCode, body)
+		}
+	}
+	resp, err := client.Get(url + "/mock/last-request?path=/v1/messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"path":"/messages"`) {
+		t.Errorf("last-request: %d %s", resp.StatusCode, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("run = %v", err)
+	}
+}
+
 // TestRunShutdownEndsStall checks that a stalled stream cannot hold shutdown beyond the
 // grace period: connections are closed and run returns.
 func TestRunShutdownEndsStall(t *testing.T) {

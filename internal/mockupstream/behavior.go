@@ -80,17 +80,31 @@ type Behavior struct {
 	SlowDelay time.Duration
 	// RetryAfter, when set, is sent as Retry-After on injected error answers.
 	RetryAfter string
-	// KeyStatus answers every request whose bearer token (Authorization: Bearer <key>)
-	// is one of its keys with that key's status (200 succeeds), instead of Status and
-	// FailRate: one account whose keys fare differently, such as one key revoked (401)
-	// or rate limited (429) while the others serve. Other tokens follow Status and
-	// FailRate. The map is read, never written: replace it with SetBehavior.
+	// KeyStatus answers every request whose bearer token (Authorization: Bearer <key>;
+	// x-api-key on Anthropic messages) is one of its keys with that key's status (200
+	// succeeds), instead of Status and FailRate: one account whose keys fare
+	// differently, such as one key revoked (401) or rate limited (429) while the others
+	// serve. Other tokens follow Status and FailRate. The map is read, never written:
+	// replace it with SetBehavior.
 	KeyStatus map[string]int
 	// Usage makes the mock honour stream_options.include_usage: a final chunk with empty
 	// "choices" and a "usage" object before [DONE]. False emulates a provider that
-	// ignores the option. Non-stream answers always carry usage.
+	// ignores the option. Non-stream answers always carry usage. Only the chat endpoint
+	// reads it: Anthropic messages and Responses always carry usage.
 	Usage bool
+	// ToolUse (Anthropic messages only), when set, makes the answer call that tool: a
+	// tool_use content block after the text and stop_reason "tool_use". ToolUseFirst
+	// ("*") calls the first tool of the request's "tools" and refuses a request without
+	// any.
+	ToolUse string
+	// Keyless (Anthropic messages only) accepts requests without an x-api-key header;
+	// by default the mock answers them 401 like Anthropic, so a test notices a gateway
+	// that forgot the provider's credentials. KeyStatus reads x-api-key there.
+	Keyless bool
 }
+
+// ToolUseFirst as Behavior.ToolUse calls the first tool the request offers.
+const ToolUseFirst = "*"
 
 // Request headers that override the Server's Behavior for one request. Durations use
 // Go syntax ("150ms"), booleans strconv.ParseBool syntax ("true", "1").
@@ -113,6 +127,8 @@ const (
 	HeaderRetryAfter        = "X-Mock-Retry-After"
 	HeaderIdentity          = "X-Mock-Identity"
 	HeaderUsage             = "X-Mock-Usage"
+	HeaderToolUse           = "X-Mock-Tool-Use"
+	HeaderKeyless           = "X-Mock-Keyless"
 )
 
 // HeaderSlowed is a response header: "true" on a stream that SlowRate chose.
@@ -296,6 +312,7 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 	count(HeaderResetAfterChunks, &b.ResetAfterChunks)
 	count(HeaderErrorAfterChunks, &b.ErrorAfterChunks)
 	boolean(HeaderUsage, &b.Usage)
+	boolean(HeaderKeyless, &b.Keyless)
 	if v, ok := headerValue(h, HeaderStatus); ok && err == nil {
 		n, perr := strconv.Atoi(v)
 		if perr != nil {
@@ -313,6 +330,9 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 	rate(HeaderSlowRate, &b.SlowRate)
 	if v, ok := headerValue(h, HeaderRetryAfter); ok {
 		b.RetryAfter = v
+	}
+	if v, ok := headerValue(h, HeaderToolUse); ok {
+		b.ToolUse = v
 	}
 	if v, ok := headerValue(h, HeaderIdentity); ok {
 		b.Identity = v

@@ -1,15 +1,10 @@
 package mockupstream
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
-	"time"
 )
 
 // maxBodyBytes is far above any real chat body; the gateway enforces the real limit and
@@ -36,96 +31,40 @@ var bufPool = sync.Pool{New: func() any {
 }}
 
 func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
-	s.begin()
-	o := outcomeCancelled
-	// Deferred so that the outcome is counted on every path, including the deliberate
-	// panic(http.ErrAbortHandler) of a reset.
-	defer func() { s.end(o) }()
-
-	body, err := readBody(w, r)
-	if err != nil {
-		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, "request body too large", "invalid_request_error", "", "request_too_large")
-			o = outcomeRejected
-		}
-		return // otherwise the client went away while sending
-	}
-	s.record(r, body)
-
-	b, err := applyOverrides(*s.behavior.Load(), r.Header)
-	if err != nil {
-		field := ""
-		if fe := (*FieldError)(nil); errors.As(err, &fe) {
-			field = fe.Field
-		}
-		writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", field, "invalid_mock_header")
-		o = outcomeRejected
+	c := s.open(w, r, epChat, openAIWire{})
+	defer c.finish()
+	if !c.read() {
 		return
 	}
 	var req chatRequest
-	if msg, param := parseChat(body, &req); msg != "" {
-		writeError(w, http.StatusBadRequest, msg, "invalid_request_error", param, "invalid_request")
-		o = outcomeRejected
+	if msg, param := parseChat(c.body, &req); msg != "" {
+		c.reject(http.StatusBadRequest, msg, param, "invalid_request")
+		return
+	}
+	c.stamp("X-Request-Id", "req_mock_")
+	if !c.faults(bearerKey(&c.b, r.Header), req.Stream) {
 		return
 	}
 
-	if b.Identity == "" {
-		b.Identity = DefaultIdentity
-	}
-	if b.Chunks == 0 {
-		b.Chunks = DefaultChunks
-	}
-	id := s.nextID.Add(1)
-	h := w.Header()
-	h[HeaderIdentity] = []string{b.Identity}
-	// Real providers send their own request id; a gateway that copied upstream headers
-	// blindly would leak it next to its own X-Request-Id.
-	h["X-Request-Id"] = []string{"req_mock_" + strconv.FormatInt(id, 10)}
-
-	if status, fail := s.injectedStatus(&b, r.Header); fail {
-		if !sleep(r.Context(), b.Latency) {
-			return
-		}
-		if b.RetryAfter != "" {
-			h["Retry-After"] = []string{b.RetryAfter}
-		}
-		typ, code := errorKind(status)
-		writeError(w, status, "mock error", typ, "", code)
-		o = outcomeFailed
-		return
-	}
-
-	if s.hangs(&b) {
-		if !req.Stream {
-			<-r.Context().Done() // no status, no byte: only the caller's timeout ends it
-			return
-		}
-		b.StallAfterHeaders = true
-	} else if req.Stream && s.slow(&b) {
-		b.FirstByteDelay = b.SlowDelay
-		h[HeaderSlowed] = []string{"true"}
-	}
-
-	c := completion{
-		id:       id,
+	comp := completion{
+		id:       c.id,
 		created:  s.now().Unix(),
 		model:    req.Model,
-		identity: b.Identity,
-		chunks:   b.Chunks,
-		promptN:  (len(body) + 3) / 4,
+		identity: c.b.Identity,
+		chunks:   c.b.Chunks,
+		promptN:  promptTokens(c.body),
 	}
 	if !req.Stream {
-		o = serveNonStream(w, r, &b, &c)
+		c.o = serveNonStream(w, r, &c.b, &comp)
 		return
 	}
-	includeUsage := b.Usage && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	o = serveStream(w, r, &b, &c, includeUsage)
-	if o == outcomeReset {
-		// ErrAbortHandler makes net/http drop the connection (HTTP/1) or reset the stream
-		// (HTTP/2) without the terminating chunk, and without logging a panic.
-		panic(http.ErrAbortHandler)
-	}
+	includeUsage := c.b.Usage && req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	c.o = serveStream(w, r, &c.b, &comp, includeUsage)
 }
+
+// promptTokens is the fake prompt token count: a deterministic function of the body
+// size, so a test can predict it.
+func promptTokens(body []byte) int { return (len(body) + 3) / 4 }
 
 // parseChat returns an error message and the offending parameter, or "" when the body is
 // a usable chat request. Being strict here lets tests notice a gateway that mangles the
@@ -143,14 +82,12 @@ func parseChat(body []byte, req *chatRequest) (msg, param string) {
 	return "", ""
 }
 
-// injectedStatus decides whether this request answers with an error status.
-func (s *Server) injectedStatus(b *Behavior, h http.Header) (int, bool) {
-	if len(b.KeyStatus) > 0 {
-		auth, _ := headerValue(h, "Authorization")
-		if key, ok := strings.CutPrefix(auth, "Bearer "); ok {
-			if st, ok := b.KeyStatus[key]; ok {
-				return st, st != http.StatusOK
-			}
+// injectedStatus decides whether this request answers with an error status. key is
+// the request's credential ("" when it has none), looked up in KeyStatus.
+func (s *Server) injectedStatus(b *Behavior, key string) (int, bool) {
+	if len(b.KeyStatus) > 0 && key != "" {
+		if st, ok := b.KeyStatus[key]; ok {
+			return st, st != http.StatusOK
 		}
 	}
 	status := b.Status
@@ -222,14 +159,7 @@ func serveNonStream(w http.ResponseWriter, r *http.Request, b *Behavior, c *comp
 	bufs := bufPool.Get().(*buffers)
 	defer bufPool.Put(bufs)
 	bufs.out = c.appendBody(bufs.out[:0])
-	h := w.Header()
-	h["Content-Type"] = []string{"application/json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(bufs.out))}
-	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write(bufs.out); err != nil {
-		return outcomeCancelled
-	}
-	return outcomeCompleted
+	return writeAnswer(w, bufs.out)
 }
 
 // serveStream writes the SSE answer; see the package comment for the timeline. Each
@@ -237,44 +167,16 @@ func serveNonStream(w http.ResponseWriter, r *http.Request, b *Behavior, c *comp
 // sees it at once and as a single read where possible.
 func serveStream(w http.ResponseWriter, r *http.Request, b *Behavior, c *completion, includeUsage bool) outcome {
 	ctx := r.Context()
-	if !sleep(ctx, b.Latency) {
-		return outcomeCancelled
-	}
-	h := w.Header()
-	h["Content-Type"] = []string{"text/event-stream"}
-	h["Cache-Control"] = []string{"no-cache"}
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	if rc.Flush() != nil {
-		return outcomeCancelled
-	}
-	if b.StallAfterHeaders {
-		<-ctx.Done()
-		return outcomeCancelled
-	}
-
 	bufs := bufPool.Get().(*buffers)
 	defer bufPool.Put(bufs)
-	send := func(event []byte) bool {
-		if _, err := w.Write(event); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-
-	for range b.Comments {
-		bufs.out = append(bufs.out[:0], commentEvent...)
-		if !send(bufs.out) || !sleep(ctx, b.CommentInterval) {
-			return outcomeCancelled
-		}
-	}
-	if !sleep(ctx, b.FirstByteDelay) {
+	sse, ok := openStream(w, r, b, bufs)
+	if !ok {
 		return outcomeCancelled
 	}
 
 	bufs.prefix = c.appendChunkPrefix(bufs.prefix[:0])
 	bufs.out = append(append(bufs.out[:0], bufs.prefix...), roleDelta...)
-	if !send(bufs.out) {
+	if !sse.send(bufs.out) {
 		return outcomeCancelled
 	}
 	for i := 1; i <= c.chunks; i++ {
@@ -282,49 +184,28 @@ func serveStream(w http.ResponseWriter, r *http.Request, b *Behavior, c *complet
 			return outcomeCancelled
 		}
 		bufs.out = c.appendContentChunk(bufs.out[:0], bufs.prefix, i)
-		if !send(bufs.out) {
+		if !sse.send(bufs.out) {
 			return outcomeCancelled
 		}
-		if i == b.StallAfterChunks {
-			<-ctx.Done()
-			return outcomeCancelled
-		}
-		if i == b.ResetAfterChunks {
-			return outcomeReset
-		}
-		if i == b.ErrorAfterChunks {
-			bufs.out = append(bufs.out[:0], "data: "...)
-			bufs.out = append(appendErrorBody(bufs.out, "mock stream error", "server_error", "", "server_error"), '\n')
-			if !send(bufs.out) {
-				return outcomeCancelled
-			}
-			return outcomeFailed
+		if o, done := sse.afterChunk(b, i, bufs, appendChatStreamError); done {
+			return o
 		}
 	}
 	if includeUsage {
 		bufs.out = c.appendUsageChunk(bufs.out[:0], bufs.prefix)
-		if !send(bufs.out) {
+		if !sse.send(bufs.out) {
 			return outcomeCancelled
 		}
 	}
-	if !send(append(bufs.out[:0], doneEvent...)) {
+	if !sse.send(append(bufs.out[:0], doneEvent...)) {
 		return outcomeCancelled
 	}
 	return outcomeCompleted
 }
 
-// sleep waits d unless ctx ends first, and reports whether the request is still wanted.
-// With d <= 0 it only checks ctx, so back-to-back chunks still notice a cancellation.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+// appendChatStreamError appends the error object event OpenAI sends when a generation
+// fails mid-stream; the stream ends after it without [DONE].
+func appendChatStreamError(dst []byte) []byte {
+	dst = append(dst, "data: "...)
+	return append(appendErrorBody(dst, "mock stream error", "server_error", "", "server_error"), '\n')
 }

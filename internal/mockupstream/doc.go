@@ -1,32 +1,62 @@
-// Package mockupstream is a fault-injectable, OpenAI-compatible upstream used by the
-// gateway's tests and benchmarks over loopback.
+// Package mockupstream is a fault-injectable LLM provider (OpenAI chat completions,
+// Responses and embeddings, Anthropic messages) used by the gateway's tests and
+// benchmarks over loopback.
 //
-// It owns the wire shapes a provider answers with (chat.completion JSON,
-// chat.completion.chunk SSE, OpenAI error bodies) and the faults a provider can commit
-// (latency, a late first byte, keep-alive comments, slow or stalled streams, connections
-// aborted mid-stream, error statuses with Retry-After, a share of failing or hanging
-// requests, a share of streams with a slow first byte). It counts what happened to every
-// chat request (Stats) and keeps the last one it received (LastRequest) so a test can
-// assert what the gateway forwarded. It knows nothing about the gateway itself: no
-// routing, no admission, no persistence.
+// It owns the wire shapes a provider answers with (chat.completion JSON and
+// chat.completion.chunk SSE, Responses objects and semantic events, embedding lists,
+// Anthropic messages and their named events, each provider's error bodies) and the
+// faults a provider can commit (latency, a late first byte, keep-alive comments, slow or
+// stalled streams, connections aborted mid-stream, error events mid-stream, error
+// statuses with Retry-After, a share of failing or hanging requests, a share of streams
+// with a slow first byte). It counts what happened to every model request (Stats,
+// StatsFor) and keeps the last request of each endpoint (LastRequest, LastRequestAt) so a
+// test can assert what the gateway forwarded. It knows nothing about the gateway itself:
+// no routing, no admission, no persistence.
 //
 // A Server serves:
 //
-//	POST /v1/chat/completions  stream (SSE) and non-stream answers
-//	GET  /v1/models            a fixed model list
-//	GET  /mock/stats           Stats as JSON
+//	POST /v1/chat/completions        OpenAI chat, stream (SSE) and non-stream
+//	POST /v1/responses, /responses   OpenAI Responses, stream (named events) and non-stream
+//	POST /v1/embeddings, /embeddings OpenAI embeddings (deterministic unit vectors)
+//	POST /v1/messages, /messages     Anthropic messages, stream (named events) and non-stream
+//	GET  /v1/models                  a fixed model list
+//	GET  /mock/stats[?path=P]        Stats as JSON; with path, that endpoint's only
+//	GET  /mock/last-request[?path=P] the last request (of endpoint P): method, path,
+//	                                 query, headers, body
+//
+// The newer routes answer with and without /v1 because a provider's base_url may or
+// may not end in it; both spellings are one endpoint for counting and recording.
 //
 // Behaviour comes from the defaults given to New (changed at run time with SetBehavior)
 // and can be overridden per request with X-Mock-* headers (see the Header* constants),
-// so one mock process can serve a whole test matrix.
+// so one mock process can serve a whole test matrix. Every control means the same on
+// every endpoint where it applies; the fail, hang and slow schedules are shared by all
+// of them, like one provider's. Each provider words its errors its own way: injected
+// statuses and refusals are OpenAI-shaped ({"error":{...}}) on the OpenAI routes and
+// Anthropic-shaped ({"type":"error","error":{"type":"overloaded_error",...}}, 529 for
+// overloaded) on the Anthropic one. The Anthropic route also refuses, as Anthropic does,
+// a request without x-api-key (401, unless Behavior.Keyless) or anthropic-version (400),
+// and answers a tool call when Behavior.ToolUse asks for one.
 //
 // Streaming timeline, every pause a select on the request context so that a client
 // that leaves ends the handler at once (counted in Stats.Cancelled):
 //
 //	Latency → 200 headers (flushed) → [StallAfterHeaders] → Comments × (": keep-alive",
-//	CommentInterval) → FirstByteDelay (SlowDelay for SlowRate's share) → role chunk →
-//	Chunks × (ChunkInterval, content chunk) with [StallAfterChunks] / [ResetAfterChunks]
-//	checked after each → usage chunk (when asked for) → data: [DONE]
+//	CommentInterval) → FirstByteDelay (SlowDelay for SlowRate's share) → opening
+//	events → Chunks × (ChunkInterval, content event) with [StallAfterChunks] /
+//	[ResetAfterChunks] / [ErrorAfterChunks] checked after each → closing events
+//
+// Opening and closing events per endpoint:
+//
+//	chat       role chunk | usage chunk (when asked for), data: [DONE]
+//	responses  response.created, .in_progress, .output_item.added, .content_part.added |
+//	           .output_text.done, .content_part.done, .output_item.done, response.completed
+//	messages   message_start, content_block_start, ping | content_block_stop, [tool_use
+//	           block: start, 2 input_json_delta, stop], message_delta, message_stop
+//
+// The mid-stream error is the provider's: an {"error":{...}} data event (chat), an
+// error event then response.failed (responses), an overloaded_error error event
+// (messages); the stream then ends cleanly without its closing events.
 //
 // Fail-rate, hang-rate and slow-rate decisions are deterministic (a counter, not a
 // random source), so a test that sends N requests at FailRate r sees exactly floor(N·r)

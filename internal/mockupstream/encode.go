@@ -69,6 +69,15 @@ func (c *completion) appendText(dst []byte, i int) []byte {
 	return strconv.AppendInt(dst, int64(i), 10)
 }
 
+// appendFullText appends the escaped text of all chunks, without quotes: the whole
+// answer of a non-stream request.
+func (c *completion) appendFullText(dst []byte) []byte {
+	for i := 1; i <= c.chunks; i++ {
+		dst = c.appendText(dst, i)
+	}
+	return dst
+}
+
 // appendContentChunk appends the whole event of content chunk i after prefix; the last
 // one carries finish_reason "stop".
 func (c *completion) appendContentChunk(dst, prefix []byte, i int) []byte {
@@ -99,9 +108,7 @@ func (c *completion) appendBody(dst []byte) []byte {
 	dst = append(dst, `,"model":`...)
 	dst = appendJSONString(dst, c.model)
 	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
-	for i := 1; i <= c.chunks; i++ {
-		dst = c.appendText(dst, i)
-	}
+	dst = c.appendFullText(dst)
 	dst = append(dst, `"},"finish_reason":"stop"}],`...)
 	dst = c.appendUsage(dst)
 	return append(dst, "}\n"...)

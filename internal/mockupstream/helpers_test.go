@@ -165,3 +165,77 @@ func nextEvent(br *bufio.Reader) (string, error) {
 		b.WriteString(line)
 	}
 }
+
+// postTo sends a POST to path with optional headers (name, value pairs).
+func postTo(t testing.TB, ctx context.Context, ts *httptest.Server, path, body string, headers ...string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	return resp
+}
+
+// namedEvent is one "event: NAME\ndata: JSON" event of an Anthropic or Responses stream.
+type namedEvent struct {
+	Name string
+	Data string
+}
+
+// splitNamedEvents checks the framing of a whole named-event stream byte for byte:
+// every event is exactly "event: NAME\ndata: JSON\n\n" whose JSON "type" is NAME, or a
+// ": keep-alive" comment (returned with an empty Name).
+func splitNamedEvents(t testing.TB, raw []byte) []namedEvent {
+	t.Helper()
+	if len(raw) > 0 && !bytes.HasSuffix(raw, []byte("\n\n")) {
+		t.Fatalf("stream does not end with a blank line: %q", raw)
+	}
+	var events []namedEvent
+	for _, ev := range strings.SplitAfter(string(raw), "\n\n") {
+		if ev == "" {
+			continue
+		}
+		ev = strings.TrimSuffix(ev, "\n\n")
+		if ev == ": keep-alive" {
+			events = append(events, namedEvent{})
+			continue
+		}
+		name, data, ok := strings.Cut(ev, "\n")
+		if !ok || !strings.HasPrefix(name, "event: ") || !strings.HasPrefix(data, "data: ") || strings.Contains(data, "\n") {
+			t.Fatalf("malformed event %q", ev)
+		}
+		e := namedEvent{Name: strings.TrimPrefix(name, "event: "), Data: strings.TrimPrefix(data, "data: ")}
+		var typed struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal([]byte(e.Data), &typed); err != nil || typed.Type != e.Name {
+			t.Fatalf("event %q: data type %q (err %v), want the event name", ev, typed.Type, err)
+		}
+		events = append(events, e)
+	}
+	return events
+}
+
+func eventNames(events []namedEvent) []string {
+	names := make([]string, len(events))
+	for i, e := range events {
+		names[i] = e.Name
+	}
+	return names
+}
+
+// decodeInto unmarshals raw into v or fails the test.
+func decodeInto(t testing.TB, raw string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(raw), v); err != nil {
+		t.Fatalf("decode %s: %v", raw, err)
+	}
+}

@@ -3,7 +3,6 @@ package mockupstream
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -12,22 +11,25 @@ import (
 	"time"
 )
 
-// Stats counts chat completion requests (other routes are not counted). Every request
-// ends in exactly one outcome, so at any time
+// Stats counts model requests: chat completions, Anthropic messages, embeddings and
+// Responses (GET /v1/models and /mock/* are not counted). Every request ends in exactly
+// one outcome, so at any time
 // Requests == InFlight + Completed + Failed + Rejected + Cancelled + Resets.
 type Stats struct {
 	Requests  uint64 `json:"requests"`
 	InFlight  int64  `json:"in_flight"`
 	Completed uint64 `json:"completed"` // a success answer was written in full
 	Failed    uint64 `json:"failed"`    // an injected error status or stream error event was answered
-	Rejected  uint64 `json:"rejected"`  // 400/413: malformed body or X-Mock-* header
+	// Rejected counts 400/413 answers to a malformed body or X-Mock-* header, and the
+	// 401 to an Anthropic request without x-api-key.
+	Rejected uint64 `json:"rejected"`
 	// Cancelled counts requests whose context ended (or whose connection failed a write)
 	// before the mock finished its answer: a client or gateway that gave up.
 	Cancelled uint64 `json:"cancelled"`
 	Resets    uint64 `json:"resets"` // streams aborted on purpose by ResetAfterChunks
 }
 
-// RecordedRequest is a chat request as the mock received it, for asserting what the
+// RecordedRequest is a model request as the mock received it, for asserting what the
 // gateway forwarded (model rewrite, untouched unknown fields, stripped client
 // credentials, provider headers and query).
 type RecordedRequest struct {
@@ -49,12 +51,19 @@ type Server struct {
 	hangSeq atomic.Uint64 // position in the hang-rate schedule, counted apart
 	slowSeq atomic.Uint64 // position in the slow-rate schedule, counted apart
 
-	requests, completed, failed, rejected, cancelled, resets atomic.Uint64
+	// count is per endpoint; Stats sums it, so no request pays for two counters.
+	count [numEndpoints]counters
 
-	mu       sync.Mutex
-	inFlight int64
-	idle     chan struct{} // closed while inFlight == 0
-	last     lastRequest
+	mu        sync.Mutex
+	inFlight  [numEndpoints]int64
+	inFlights int64         // the sum of inFlight
+	idle      chan struct{} // closed while inFlights == 0
+	last      [numEndpoints]lastRequest
+	lastAny   endpoint // the endpoint of the latest recorded request
+}
+
+type counters struct {
+	requests, completed, failed, rejected, cancelled, resets atomic.Uint64
 }
 
 // lastRequest keeps the raw query so that the hot path does not parse it.
@@ -86,32 +95,72 @@ func (s *Server) Behavior() Behavior {
 	return *s.behavior.Load()
 }
 
-// Stats returns the counters. They are read one by one, so while requests run the
-// invariant between them may be off by the requests that moved meanwhile.
+// Stats returns the counters of all model endpoints together. They are read one by
+// one, so while requests run the invariant between them may be off by the requests
+// that moved meanwhile.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
-	inFlight := s.inFlight
+	inFlight := s.inFlights
 	s.mu.Unlock()
-	return Stats{
-		Requests:  s.requests.Load(),
-		InFlight:  inFlight,
-		Completed: s.completed.Load(),
-		Failed:    s.failed.Load(),
-		Rejected:  s.rejected.Load(),
-		Cancelled: s.cancelled.Load(),
-		Resets:    s.resets.Load(),
+	st := Stats{InFlight: inFlight}
+	for i := range s.count {
+		s.count[i].addTo(&st)
 	}
+	return st
+}
+
+// StatsFor returns the counters of the endpoint serving path ("/v1/messages" and
+// "/messages" are one endpoint), and false when path is not a model endpoint.
+func (s *Server) StatsFor(path string) (Stats, bool) {
+	ep, ok := endpointOf(path)
+	if !ok {
+		return Stats{}, false
+	}
+	s.mu.Lock()
+	st := Stats{InFlight: s.inFlight[ep]}
+	s.mu.Unlock()
+	s.count[ep].addTo(&st)
+	return st, true
+}
+
+func (c *counters) addTo(st *Stats) {
+	st.Requests += c.requests.Load()
+	st.Completed += c.completed.Load()
+	st.Failed += c.failed.Load()
+	st.Rejected += c.rejected.Load()
+	st.Cancelled += c.cancelled.Load()
+	st.Resets += c.resets.Load()
 }
 
 // LastRequest returns a copy of the last chat request received (zero before the first
 // one). It is recorded as soon as the body is read, before any validation, so malformed
-// requests are visible too.
+// requests are visible too. LastRequestAt reads the other endpoints.
 func (s *Server) LastRequest() RecordedRequest {
+	r, _ := s.LastRequestAt(pathChat)
+	return r
+}
+
+// LastRequestAt returns a copy of the last request received by the endpoint serving
+// path, recorded like LastRequest's; "/v1/messages" and "/messages" are one endpoint,
+// and RecordedRequest.Path tells which one was called. An empty path means the latest
+// request of any model endpoint. It returns false when path is not a model endpoint or
+// nothing was recorded there yet.
+func (s *Server) LastRequestAt(path string) (RecordedRequest, bool) {
+	var ep endpoint
+	if path != "" {
+		var ok bool
+		if ep, ok = endpointOf(path); !ok {
+			return RecordedRequest{}, false
+		}
+	}
 	s.mu.Lock()
-	l := s.last
+	if path == "" {
+		ep = s.lastAny
+	}
+	l := s.last[ep]
 	s.mu.Unlock()
 	if l.header == nil {
-		return RecordedRequest{}
+		return RecordedRequest{}, false
 	}
 	q, _ := url.ParseQuery(l.rawQuery) // keeps what parses, like Request.URL.Query
 	return RecordedRequest{
@@ -120,7 +169,7 @@ func (s *Server) LastRequest() RecordedRequest {
 		Query:  q,
 		Header: l.header.Clone(),
 		Body:   bytes.Clone(l.body),
-	}
+	}, true
 }
 
 // WaitIdle returns nil once no chat request is in flight, or ctx's error. Tests call it
@@ -148,39 +197,42 @@ const (
 	outcomeReset
 )
 
-func (s *Server) begin() {
-	s.requests.Add(1)
+func (s *Server) begin(ep endpoint) {
+	s.count[ep].requests.Add(1)
 	s.mu.Lock()
-	if s.inFlight == 0 {
+	if s.inFlights == 0 {
 		s.idle = make(chan struct{})
 	}
-	s.inFlight++
+	s.inFlight[ep]++
+	s.inFlights++
 	s.mu.Unlock()
 }
 
 // end counts the outcome before InFlight drops, so a WaitIdle that returns sees it.
-func (s *Server) end(o outcome) {
+func (s *Server) end(ep endpoint, o outcome) {
+	c := &s.count[ep]
 	switch o {
 	case outcomeCompleted:
-		s.completed.Add(1)
+		c.completed.Add(1)
 	case outcomeFailed:
-		s.failed.Add(1)
+		c.failed.Add(1)
 	case outcomeRejected:
-		s.rejected.Add(1)
+		c.rejected.Add(1)
 	case outcomeCancelled:
-		s.cancelled.Add(1)
+		c.cancelled.Add(1)
 	case outcomeReset:
-		s.resets.Add(1)
+		c.resets.Add(1)
 	}
 	s.mu.Lock()
-	s.inFlight--
-	if s.inFlight == 0 {
+	s.inFlight[ep]--
+	s.inFlights--
+	if s.inFlights == 0 {
 		close(s.idle)
 	}
 	s.mu.Unlock()
 }
 
-func (s *Server) record(r *http.Request, body []byte) {
+func (s *Server) record(ep endpoint, r *http.Request, body []byte) {
 	l := lastRequest{
 		method:   r.Method,
 		path:     r.URL.Path,
@@ -189,19 +241,74 @@ func (s *Server) record(r *http.Request, body []byte) {
 		body:     body,             // read into a fresh slice per request, never reused
 	}
 	s.mu.Lock()
-	s.last = l
+	s.last[ep] = l
+	s.lastAny = ep
 	s.mu.Unlock()
+}
+
+// endpoint is a model route; each one is counted and recorded apart.
+type endpoint uint8
+
+const (
+	epChat endpoint = iota
+	epMessages
+	epEmbeddings
+	epResponses
+	numEndpoints
+)
+
+const (
+	pathChat       = "/v1/chat/completions"
+	pathMessages   = "/v1/messages"
+	pathEmbeddings = "/v1/embeddings"
+	pathResponses  = "/v1/responses"
+)
+
+// endpointOf maps a path to its model endpoint. The newer routes answer with and
+// without the /v1 prefix, because a provider's base_url may or may not end in /v1
+// (Anthropic's SDKs append /v1/messages to a bare host); chat keeps its one path.
+func endpointOf(path string) (endpoint, bool) {
+	switch path {
+	case pathChat:
+		return epChat, true
+	case pathMessages, "/messages":
+		return epMessages, true
+	case pathEmbeddings, "/embeddings":
+		return epEmbeddings, true
+	case pathResponses, "/responses":
+		return epResponses, true
+	}
+	return 0, false
 }
 
 // ServeHTTP routes the mock's endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
-	case "/v1/chat/completions":
+	case pathChat:
 		if r.Method != http.MethodPost {
 			methodNotAllowed(w, http.MethodPost)
 			return
 		}
 		s.serveChat(w, r)
+	case pathMessages, "/messages":
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			anthropicWire{}.reject(w, http.StatusMethodNotAllowed, "method not allowed", "", "")
+			return
+		}
+		s.serveMessages(w, r)
+	case pathEmbeddings, "/embeddings":
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, http.MethodPost)
+			return
+		}
+		s.serveEmbeddings(w, r)
+	case pathResponses, "/responses":
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, http.MethodPost)
+			return
+		}
+		s.serveResponses(w, r)
 	case "/v1/models":
 		if r.Method != http.MethodGet {
 			methodNotAllowed(w, http.MethodGet)
@@ -213,8 +320,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			methodNotAllowed(w, http.MethodGet)
 			return
 		}
-		body, _ := json.Marshal(s.Stats()) // plain integers cannot fail to encode
-		writeJSON(w, http.StatusOK, body)
+		s.serveStats(w, r)
+	case "/mock/last-request":
+		if r.Method != http.MethodGet {
+			methodNotAllowed(w, http.MethodGet)
+			return
+		}
+		s.serveLastRequest(w, r)
 	default:
 		writeError(w, http.StatusNotFound, "unknown path "+r.URL.Path, "invalid_request_error", "", "unknown_url")
 	}

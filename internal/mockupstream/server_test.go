@@ -98,7 +98,7 @@ func TestNonStream(t *testing.T) {
 }
 
 // TestRoutes covers the non-chat endpoints and the errors for unknown paths and methods,
-// and that they do not count as chat requests.
+// and that they do not count as model requests.
 func TestRoutes(t *testing.T) {
 	s, ts := start(t, Behavior{})
 	readAll(t, post(t, context.Background(), ts, chatBody))
@@ -114,6 +114,11 @@ func TestRoutes(t *testing.T) {
 		{http.MethodGet, "/v1/chat/completions", 405, `"code":"method_not_allowed"`},
 		{http.MethodPost, "/v1/models", 405, `"code":"method_not_allowed"`},
 		{http.MethodGet, "/chat/completions", 404, `"type":"invalid_request_error"`},
+		{http.MethodGet, "/v1/messages", 405, `{"type":"error","error":{"type":"invalid_request_error"`},
+		{http.MethodGet, "/embeddings", 405, `"code":"method_not_allowed"`},
+		{http.MethodGet, "/v1/responses", 405, `"code":"method_not_allowed"`},
+		{http.MethodGet, "/mock/last-request", 200, `"path":"/v1/chat/completions"`},
+		{http.MethodPost, "/mock/last-request", 405, `"code":"method_not_allowed"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
@@ -129,7 +134,7 @@ func TestRoutes(t *testing.T) {
 		})
 	}
 	if st := s.Stats(); st.Requests != 1 {
-		t.Errorf("Requests = %d, want 1 (only chat requests count)", st.Requests)
+		t.Errorf("Requests = %d, want 1 (only model requests count)", st.Requests)
 	}
 }
 

@@ -1,0 +1,156 @@
+package mockupstream
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// The steps every model endpoint takes, in order: count the request, read and record
+// the body, apply the X-Mock-* overrides, validate (the endpoint's own code), stamp the
+// identity and request id, then decide injected failures, hangs and slow first bytes.
+// Sharing them is what makes a fault control mean the same on every endpoint.
+
+// wire is how a provider words the errors the mock answers with.
+type wire interface {
+	// reject answers a request the mock refuses before any fault applies: a body that
+	// is not a valid request, a bad X-Mock-* header, missing credentials. param names
+	// the offending field or is empty; code is OpenAI's error code.
+	reject(w http.ResponseWriter, status int, message, param, code string)
+	// fail answers an injected error status.
+	fail(w http.ResponseWriter, status int, requestID string)
+}
+
+// call is one model request on its way through the shared steps. Handlers keep it on
+// the stack; finish counts its outcome.
+type call struct {
+	s    *Server
+	w    http.ResponseWriter
+	r    *http.Request
+	ep   endpoint
+	wire wire
+	o    outcome // counted by finish; cancelled unless a step says otherwise
+	b    Behavior
+	body []byte
+	id   int64
+}
+
+// open counts the request as begun. The handler must defer c.finish().
+func (s *Server) open(w http.ResponseWriter, r *http.Request, ep endpoint, wr wire) call {
+	s.begin(ep)
+	return call{s: s, w: w, r: r, ep: ep, wire: wr, o: outcomeCancelled}
+}
+
+// finish counts the outcome, then aborts the connection of a stream that ended in a
+// reset: http.ErrAbortHandler makes net/http drop it (HTTP/1) or reset the stream
+// (HTTP/2) without the terminating chunk, and without logging a panic.
+func (c *call) finish() {
+	c.s.end(c.ep, c.o)
+	if c.o == outcomeReset {
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// read reads and records the body and applies the X-Mock-* overrides to the defaults.
+// It reports false when the request is answered already (or the client left).
+func (c *call) read() bool {
+	body, err := readBody(c.w, c.r)
+	if err != nil {
+		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+			c.reject(http.StatusRequestEntityTooLarge, "request body too large", "", "request_too_large")
+		}
+		return false // otherwise the client went away while sending
+	}
+	c.body = body
+	c.s.record(c.ep, c.r, body)
+
+	b, err := applyOverrides(*c.s.behavior.Load(), c.r.Header)
+	if err != nil {
+		field := ""
+		if fe := (*FieldError)(nil); errors.As(err, &fe) {
+			field = fe.Field
+		}
+		c.reject(http.StatusBadRequest, err.Error(), field, "invalid_mock_header")
+		return false
+	}
+	c.b = b
+	return true
+}
+
+// reject answers a refused request and counts it Rejected.
+func (c *call) reject(status int, message, param, code string) {
+	c.wire.reject(c.w, status, message, param, code)
+	c.o = outcomeRejected
+}
+
+// stamp fills the Behavior defaults, takes a request id, and sets the identity header
+// and the provider's request id header (idHeader, canonical) with idPrefix+id.
+func (c *call) stamp(idHeader, idPrefix string) {
+	if c.b.Identity == "" {
+		c.b.Identity = DefaultIdentity
+	}
+	if c.b.Chunks == 0 {
+		c.b.Chunks = DefaultChunks
+	}
+	c.id = c.s.nextID.Add(1)
+	h := c.w.Header()
+	h[HeaderIdentity] = []string{c.b.Identity}
+	// Real providers send their own request id; a gateway that copied upstream headers
+	// blindly would leak it next to its own X-Request-Id.
+	h[idHeader] = []string{idPrefix + strconv.FormatInt(c.id, 10)}
+}
+
+// faults answers an injected error status (false), makes a non-stream hang until the
+// client leaves (false), or turns a hang or a slow share into the stream timeline's
+// stall or slow first byte (true). key is the request's credential, for KeyStatus.
+func (c *call) faults(key string, stream bool) bool {
+	if status, fail := c.s.injectedStatus(&c.b, key); fail {
+		if !sleep(c.r.Context(), c.b.Latency) {
+			return false
+		}
+		if c.b.RetryAfter != "" {
+			c.w.Header()["Retry-After"] = []string{c.b.RetryAfter}
+		}
+		c.wire.fail(c.w, status, "req_mock_"+strconv.FormatInt(c.id, 10))
+		c.o = outcomeFailed
+		return false
+	}
+	if c.s.hangs(&c.b) {
+		if !stream {
+			<-c.r.Context().Done() // no status, no byte: only the caller's timeout ends it
+			return false
+		}
+		c.b.StallAfterHeaders = true
+	} else if stream && c.s.slow(&c.b) {
+		c.b.FirstByteDelay = c.b.SlowDelay
+		c.w.Header()[HeaderSlowed] = []string{"true"}
+	}
+	return true
+}
+
+// bearerKey is the OpenAI credential: the token of "Authorization: Bearer <key>".
+// It is read only when KeyStatus could use it.
+func bearerKey(b *Behavior, h http.Header) string {
+	if len(b.KeyStatus) == 0 {
+		return ""
+	}
+	auth, _ := headerValue(h, "Authorization")
+	key, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok {
+		return "" // not a bearer token
+	}
+	return key
+}
+
+// openAIWire answers OpenAI-shaped errors: {"error":{"message","type","param","code"}}.
+type openAIWire struct{}
+
+func (openAIWire) reject(w http.ResponseWriter, status int, message, param, code string) {
+	writeError(w, status, message, "invalid_request_error", param, code)
+}
+
+func (openAIWire) fail(w http.ResponseWriter, status int, _ string) {
+	typ, code := errorKind(status)
+	writeError(w, status, "mock error", typ, "", code)
+}
