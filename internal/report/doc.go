@@ -15,8 +15,10 @@
 // and logged (rate-limited). One batcher goroutine takes up to BatchSize records
 // or whatever arrived within FlushInterval, sanitises them, folds repeated keys
 // (available, pending, success for one candidate) into one row, and writes the
-// batch in one transaction: COPY into temp tables, then one INSERT ... ON
-// CONFLICT DO UPDATE per table. If Postgres does not answer within WriteTimeout
+// batch with one statement (atomic on its own): INSERT ... SELECT FROM unnest()
+// over one array parameter per column, ON CONFLICT DO UPDATE, for the
+// candidates in a data-modifying CTE and for the requests around it. If
+// Postgres does not answer within WriteTimeout
 // the batch is appended to the spool (one write and one fsync per batch) and the
 // connector goroutine starts probing with backoff. Once Postgres answers it runs
 // the migrations (AutoMigrate), checks the schema and wakes the batcher, which

@@ -3,51 +3,25 @@ package report
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Batches are written with COPY into session-local temp tables followed by one
-// INSERT ... SELECT ... ON CONFLICT DO UPDATE per table, all in one transaction.
-// COPY was measured against a pgx.Batch of per-row upserts (BENCHMARKS.md) and
-// is several times faster. The temp tables are created lazily per connection
-// and emptied at commit, so there is no catalog churn per batch.
-
-const createTempTablesSQL = `
-CREATE TEMP TABLE IF NOT EXISTS report_candidates_in (
-    request_id uuid, candidate_index integer, retry_index integer,
-    provider text, endpoint text, key_id text, model text,
-    status text, skip_reason text, status_code integer,
-    error_type text, error_message text, latency_ms bigint, first_byte_ms bigint,
-    started_at timestamptz, finished_at timestamptz, created_at timestamptz
-) ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS report_requests_in (
-    id uuid, client_request_id text, created_at timestamptz, model text, stream boolean,
-    client text, priority text, status text, status_code integer, error_type text,
-    latency_ms bigint, first_byte_ms bigint, candidate_count integer,
-    prompt_tokens bigint, completion_tokens bigint, total_tokens bigint,
-    finished_at timestamptz
-) ON COMMIT DELETE ROWS`
-
-var candidateColumns = []string{
-	"request_id", "candidate_index", "retry_index", "provider", "endpoint", "key_id",
-	"model", "status", "skip_reason", "status_code", "error_type", "error_message",
-	"latency_ms", "first_byte_ms", "started_at", "finished_at", "created_at",
-}
-
-var requestColumns = []string{
-	"id", "client_request_id", "created_at", "model", "stream", "client", "priority",
-	"status", "status_code", "error_type", "latency_ms", "first_byte_ms",
-	"candidate_count", "prompt_tokens", "completion_tokens", "total_tokens", "finished_at",
-}
+// A batch is written by one statement: a data-modifying CTE upserts the
+// candidate rows and the outer INSERT the request rows, each reading its rows
+// from unnest() over one array parameter per column (batchArgs). One statement
+// is atomic on its own, so there is no BEGIN or COMMIT, and pgx prepares it
+// once per connection, so a batch costs Postgres one Bind/Execute and one
+// commit. It replaced COPY into ON COMMIT DELETE ROWS temp tables plus an
+// INSERT ... SELECT per table in a transaction: creating the temp tables (IF
+// NOT EXISTS), parsing the COPY and truncating the temp tables' files at every
+// commit cost Postgres about 3 ms per batch whatever its size, which dominated
+// under steady load (BENCHMARKS.md, "Postgres CPU per request").
 
 // rankCase renders a rank table as a SQL CASE expression over expr, so the rank
 // rule in SQL is generated from the same map mergeCandidate uses. An unknown
@@ -64,12 +38,11 @@ func rankCase(expr string, ranks map[string]int) string {
 	return b.String()
 }
 
-// The SET lists implement the merge rules mirrored by mergeCandidate and
+// The conflict clauses implement the merge rules mirrored by mergeCandidate and
 // mergeRequest: a later record fills in or replaces a value but never blanks it,
-// started_at keeps the earliest, created_at keeps the first.
-var upsertCandidatesSQL = `
-INSERT INTO request_candidates AS t (` + strings.Join(candidateColumns, ", ") + `)
-SELECT ` + strings.Join(candidateColumns, ", ") + ` FROM pg_temp.report_candidates_in
+// started_at keeps the earliest, created_at keeps the first, and the WHERE rank
+// rule lets a row only move forward.
+var candidateConflictSQL = `
 ON CONFLICT (request_id, candidate_index, retry_index) DO UPDATE SET
     provider      = COALESCE(NULLIF(EXCLUDED.provider, ''), t.provider),
     endpoint      = COALESCE(NULLIF(EXCLUDED.endpoint, ''), t.endpoint),
@@ -86,9 +59,7 @@ ON CONFLICT (request_id, candidate_index, retry_index) DO UPDATE SET
     finished_at   = COALESCE(EXCLUDED.finished_at, t.finished_at)
 WHERE ` + rankCase("EXCLUDED.status", candidateRank) + ` > ` + rankCase("t.status", candidateRank)
 
-var upsertRequestsSQL = `
-INSERT INTO requests AS t (` + strings.Join(requestColumns, ", ") + `)
-SELECT ` + strings.Join(requestColumns, ", ") + ` FROM pg_temp.report_requests_in
+var requestConflictSQL = `
 ON CONFLICT (id) DO UPDATE SET
     client_request_id = COALESCE(EXCLUDED.client_request_id, t.client_request_id),
     model             = COALESCE(NULLIF(EXCLUDED.model, ''), t.model),
@@ -107,7 +78,7 @@ ON CONFLICT (id) DO UPDATE SET
     finished_at       = COALESCE(EXCLUDED.finished_at, t.finished_at)
 WHERE ` + rankCase("EXCLUDED.status", requestRank) + ` > ` + rankCase("t.status", requestRank)
 
-// upsert writes prepared records in one transaction bounded by WriteTimeout.
+// upsert writes prepared records in one statement bounded by WriteTimeout.
 //
 // A connection or timeout error is returned (the caller spools the batch). An
 // error that Postgres raises about the data itself would fail the batch on
@@ -161,102 +132,12 @@ func isDataError(err error) bool {
 	return strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")
 }
 
+// upsertMerged writes folded rows (at most one per key) in one statement.
 func (w *Writer) upsertMerged(ctx context.Context, pool *pgxpool.Pool, reqs []Request, cands []Candidate) error {
 	ctx, cancel := context.WithTimeout(ctx, w.opts.WriteTimeout)
 	defer cancel()
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return copyUpsert(ctx, tx, reqs, cands)
-	})
-}
-
-// copyRows adapts a row function to pgx.CopyFromSlice, reusing one values array.
-func copyRows(n int, row func(i int, vals *[17]any) []any) pgx.CopyFromSource {
-	var vals [17]any
-	return pgx.CopyFromSlice(n, func(i int) ([]any, error) { return row(i, &vals), nil })
-}
-
-// copyUpsert runs the COPY + upsert statements inside tx.
-func copyUpsert(ctx context.Context, tx pgx.Tx, reqs []Request, cands []Candidate) error {
-	if _, err := tx.Exec(ctx, createTempTablesSQL); err != nil {
-		return fmt.Errorf("create temp tables: %w", err)
-	}
-	if len(cands) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"report_candidates_in"}, candidateColumns,
-			copyRows(len(cands), func(i int, v *[17]any) []any { return candidateValues(&cands[i], v) })); err != nil {
-			return fmt.Errorf("copy candidates: %w", err)
-		}
-		if _, err := tx.Exec(ctx, upsertCandidatesSQL); err != nil {
-			return fmt.Errorf("upsert candidates: %w", err)
-		}
-	}
-	if len(reqs) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"report_requests_in"}, requestColumns,
-			copyRows(len(reqs), func(i int, v *[17]any) []any { return requestValues(&reqs[i], v) })); err != nil {
-			return fmt.Errorf("copy requests: %w", err)
-		}
-		if _, err := tx.Exec(ctx, upsertRequestsSQL); err != nil {
-			return fmt.Errorf("upsert requests: %w", err)
-		}
-	}
-	return nil
-}
-
-// candidateValues fills vals with the COPY row of c and returns it. pgx
-// encodes a row before asking for the next, so one array serves a whole
-// COPY. UUIDs go in as [16]byte, which pgx encodes directly; uuid.UUID would
-// take the slower driver.Valuer (text) path.
-func candidateValues(c *Candidate, vals *[17]any) []any {
-	*vals = [17]any{
-		[16]byte(c.RequestID), int32(c.Index), int32(c.RetryIndex), c.Provider, c.Endpoint, c.KeyID,
-		c.Model, c.Status, nullString(c.SkipReason), nullInt32(c.StatusCode),
-		nullString(c.ErrorType), nullString(c.ErrorMessage), nullMillis(c.Latency),
-		nullMillis(c.FirstByte), nullTime(c.StartedAt), nullTime(c.FinishedAt), c.CreatedAt,
-	}
-	return vals[:]
-}
-
-// requestValues is candidateValues for a request row.
-func requestValues(r *Request, vals *[17]any) []any {
-	var prompt, completion, total any
-	if r.HasUsage {
-		prompt, completion, total = r.PromptTokens, r.CompletionTokens, r.TotalTokens
-	}
-	*vals = [17]any{
-		[16]byte(r.ID), nullString(r.ClientRequestID), r.CreatedAt, r.Model, r.Stream,
-		nullString(r.Client), nullString(r.Priority), r.Status, nullInt32(r.StatusCode),
-		nullString(r.ErrorType), nullMillis(r.Latency), nullMillis(r.FirstByte),
-		int32(r.CandidateCount), prompt, completion, total, nullTime(r.FinishedAt),
-	}
-	return vals[:]
-}
-
-// Zero values of the record types stand for NULL; these map them for pgx, where
-// an untyped nil is NULL.
-
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func nullInt32(v int) any {
-	if v == 0 {
-		return nil
-	}
-	return int32(v)
-}
-
-func nullMillis(d time.Duration) any {
-	if d == 0 {
-		return nil
-	}
-	return d.Milliseconds()
-}
-
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
+	a := w.args
+	defer a.reset()
+	_, err := pool.Exec(ctx, upsertBatchSQL, a.fill(reqs, cands)...)
+	return err
 }

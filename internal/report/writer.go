@@ -131,6 +131,7 @@ type Writer struct {
 
 	// Owned by the batcher goroutine.
 	merger    *merger
+	args      *batchArgs
 	replaySeq uint64 // segment being replayed and how far it is committed,
 	replayOff int64  // so a retry after an outage does not re-count rows
 }
@@ -201,6 +202,7 @@ func NewWriter(opts Options) (*Writer, error) {
 		connLog:        logLimiter{every: 30 * time.Second},
 		rejectLog:      logLimiter{every: 10 * time.Second},
 		merger:         newMerger(opts.BatchSize),
+		args:           &batchArgs{},
 	}
 	return w, nil
 }

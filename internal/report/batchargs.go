@@ -1,0 +1,200 @@
+package report
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// batchArgs holds a batch as one array per column, the parameters of
+// upsertBatchSQL. It is owned by the batcher goroutine and reused from batch to
+// batch, so filling it allocates nothing once the slices have grown.
+//
+// The encodings keep pgx on its fast paths ([]string, []int32, []int64,
+// [][16]byte, []time.Time need no reflection and no allocation per element)
+// and put the record types' "zero means NULL" convention into the SQL: a text
+// column that is NULL when empty is sent as ” and wrapped in NULLIF(x, ”),
+// status codes likewise with 0, durations as nanoseconds turned into
+// milliseconds by NULLIF(ns, 0) / 1000000 (the same truncation as
+// time.Duration.Milliseconds). Only nullable timestamps and token counts,
+// where the zero value does not mark NULL in SQL terms, are pointers: into
+// the rows themselves, or nil for NULL.
+type batchArgs struct {
+	cRequestID                                     [][16]byte
+	cIndex, cRetry, cStatusCode                    []int32
+	cProvider, cEndpoint, cKeyID, cModel, cStatus  []string
+	cSkipReason, cErrorType, cErrorMessage         []string
+	cLatency, cFirstByte                           []int64
+	cStartedAt, cFinishedAt                        []*time.Time
+	cCreatedAt                                     []time.Time
+	rID                                            [][16]byte
+	rClientRequestID, rModel, rClient, rPriority   []string
+	rStatus, rErrorType                            []string
+	rCreatedAt                                     []time.Time
+	rStream                                        []bool
+	rStatusCode, rCandidateCount                   []int32
+	rLatency, rFirstByte                           []int64
+	rPromptTokens, rCompletionTokens, rTotalTokens []*int64
+	rFinishedAt                                    []*time.Time
+
+	args []any
+}
+
+// fill sets the arrays from the rows and returns the statement's arguments.
+// The rows must stay unchanged until the statement has run (some arguments
+// point into them).
+func (a *batchArgs) fill(reqs []Request, cands []Candidate) []any {
+	a.reset()
+	for i := range cands {
+		c := &cands[i]
+		a.cRequestID = append(a.cRequestID, [16]byte(c.RequestID))
+		a.cIndex = append(a.cIndex, int32(c.Index))
+		a.cRetry = append(a.cRetry, int32(c.RetryIndex))
+		a.cProvider = append(a.cProvider, c.Provider)
+		a.cEndpoint = append(a.cEndpoint, c.Endpoint)
+		a.cKeyID = append(a.cKeyID, c.KeyID)
+		a.cModel = append(a.cModel, c.Model)
+		a.cStatus = append(a.cStatus, c.Status)
+		a.cSkipReason = append(a.cSkipReason, c.SkipReason)
+		a.cStatusCode = append(a.cStatusCode, int32(c.StatusCode))
+		a.cErrorType = append(a.cErrorType, c.ErrorType)
+		a.cErrorMessage = append(a.cErrorMessage, c.ErrorMessage)
+		a.cLatency = append(a.cLatency, int64(c.Latency))
+		a.cFirstByte = append(a.cFirstByte, int64(c.FirstByte))
+		a.cStartedAt = append(a.cStartedAt, timeOrNil(&c.StartedAt))
+		a.cFinishedAt = append(a.cFinishedAt, timeOrNil(&c.FinishedAt))
+		a.cCreatedAt = append(a.cCreatedAt, c.CreatedAt)
+	}
+	for i := range reqs {
+		r := &reqs[i]
+		a.rID = append(a.rID, [16]byte(r.ID))
+		a.rClientRequestID = append(a.rClientRequestID, r.ClientRequestID)
+		a.rCreatedAt = append(a.rCreatedAt, r.CreatedAt)
+		a.rModel = append(a.rModel, r.Model)
+		a.rStream = append(a.rStream, r.Stream)
+		a.rClient = append(a.rClient, r.Client)
+		a.rPriority = append(a.rPriority, r.Priority)
+		a.rStatus = append(a.rStatus, r.Status)
+		a.rStatusCode = append(a.rStatusCode, int32(r.StatusCode))
+		a.rErrorType = append(a.rErrorType, r.ErrorType)
+		a.rLatency = append(a.rLatency, int64(r.Latency))
+		a.rFirstByte = append(a.rFirstByte, int64(r.FirstByte))
+		a.rCandidateCount = append(a.rCandidateCount, int32(r.CandidateCount))
+		if r.HasUsage {
+			a.rPromptTokens = append(a.rPromptTokens, &r.PromptTokens)
+			a.rCompletionTokens = append(a.rCompletionTokens, &r.CompletionTokens)
+			a.rTotalTokens = append(a.rTotalTokens, &r.TotalTokens)
+		} else {
+			a.rPromptTokens = append(a.rPromptTokens, nil)
+			a.rCompletionTokens = append(a.rCompletionTokens, nil)
+			a.rTotalTokens = append(a.rTotalTokens, nil)
+		}
+		a.rFinishedAt = append(a.rFinishedAt, timeOrNil(&r.FinishedAt))
+	}
+	// The order is that of candidateParams and requestParams.
+	a.args = append(a.args[:0],
+		a.cRequestID, a.cIndex, a.cRetry, a.cProvider, a.cEndpoint, a.cKeyID, a.cModel,
+		a.cStatus, a.cSkipReason, a.cStatusCode, a.cErrorType, a.cErrorMessage,
+		a.cLatency, a.cFirstByte, a.cStartedAt, a.cFinishedAt, a.cCreatedAt,
+		a.rID, a.rClientRequestID, a.rCreatedAt, a.rModel, a.rStream, a.rClient, a.rPriority,
+		a.rStatus, a.rStatusCode, a.rErrorType, a.rLatency, a.rFirstByte,
+		a.rCandidateCount, a.rPromptTokens, a.rCompletionTokens, a.rTotalTokens, a.rFinishedAt)
+	return a.args
+}
+
+// reset empties the arrays, dropping the references into the last batch's
+// rows and strings so the GC can reclaim them.
+func (a *batchArgs) reset() {
+	a.cRequestID = a.cRequestID[:0]
+	a.cIndex, a.cRetry, a.cStatusCode = a.cIndex[:0], a.cRetry[:0], a.cStatusCode[:0]
+	for _, s := range []*[]string{&a.cProvider, &a.cEndpoint, &a.cKeyID, &a.cModel, &a.cStatus,
+		&a.cSkipReason, &a.cErrorType, &a.cErrorMessage, &a.rClientRequestID, &a.rModel,
+		&a.rClient, &a.rPriority, &a.rStatus, &a.rErrorType} {
+		clear(*s)
+		*s = (*s)[:0]
+	}
+	for _, p := range []*[]*time.Time{&a.cStartedAt, &a.cFinishedAt, &a.rFinishedAt} {
+		clear(*p)
+		*p = (*p)[:0]
+	}
+	for _, p := range []*[]*int64{&a.rPromptTokens, &a.rCompletionTokens, &a.rTotalTokens} {
+		clear(*p)
+		*p = (*p)[:0]
+	}
+	a.cLatency, a.cFirstByte = a.cLatency[:0], a.cFirstByte[:0]
+	a.cCreatedAt = a.cCreatedAt[:0]
+	a.rID, a.rCreatedAt, a.rStream = a.rID[:0], a.rCreatedAt[:0], a.rStream[:0]
+	a.rStatusCode, a.rCandidateCount = a.rStatusCode[:0], a.rCandidateCount[:0]
+	a.rLatency, a.rFirstByte = a.rLatency[:0], a.rFirstByte[:0]
+	clear(a.args)
+	a.args = a.args[:0]
+}
+
+func timeOrNil(t *time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// param describes one array parameter: its element type, and the expression
+// that turns the unnested value u.<column> into the column's value.
+type param struct {
+	column, typ, expr string
+}
+
+// candidateParams and requestParams follow the column lists and the order of
+// batchArgs.fill; expr is empty when the value is used as it is.
+var candidateParams = []param{
+	{"request_id", "uuid", ""}, {"candidate_index", "int4", ""}, {"retry_index", "int4", ""},
+	{"provider", "text", ""}, {"endpoint", "text", ""}, {"key_id", "text", ""},
+	{"model", "text", ""}, {"status", "text", ""}, {"skip_reason", "text", "nullText"},
+	{"status_code", "int4", "nullZero"}, {"error_type", "text", "nullText"},
+	{"error_message", "text", "nullText"}, {"latency_ms", "int8", "millis"},
+	{"first_byte_ms", "int8", "millis"}, {"started_at", "timestamptz", ""},
+	{"finished_at", "timestamptz", ""}, {"created_at", "timestamptz", ""},
+}
+
+var requestParams = []param{
+	{"id", "uuid", ""}, {"client_request_id", "text", "nullText"}, {"created_at", "timestamptz", ""},
+	{"model", "text", ""}, {"stream", "bool", ""}, {"client", "text", "nullText"},
+	{"priority", "text", "nullText"}, {"status", "text", ""}, {"status_code", "int4", "nullZero"},
+	{"error_type", "text", "nullText"}, {"latency_ms", "int8", "millis"},
+	{"first_byte_ms", "int8", "millis"}, {"candidate_count", "int4", ""},
+	{"prompt_tokens", "int8", ""}, {"completion_tokens", "int8", ""},
+	{"total_tokens", "int8", ""}, {"finished_at", "timestamptz", ""},
+}
+
+// insertFromArrays renders INSERT INTO table ... SELECT ... FROM (SELECT
+// unnest($first), ...) for the given parameters.
+//
+// The unnest calls are in a select list, where Postgres zips them row by row
+// (a ProjectSet node), rather than in FROM, where each array would first be
+// copied into a tuplestore of its own: 34 of them per batch, whose buffers
+// alone cost the backend more CPU than a small batch's rows.
+func insertFromArrays(table string, params []param, first int) string {
+	var cols, exprs, unnests []string
+	for i, p := range params {
+		u := "u." + p.column
+		switch p.expr {
+		case "nullText":
+			u = "NULLIF(" + u + ", '')"
+		case "nullZero":
+			u = "NULLIF(" + u + ", 0)"
+		case "millis":
+			u = "NULLIF(" + u + ", 0) / 1000000"
+		}
+		cols = append(cols, p.column)
+		exprs = append(exprs, u)
+		unnests = append(unnests, "unnest($"+strconv.Itoa(first+i)+"::"+p.typ+"[]) AS "+p.column)
+	}
+	return "INSERT INTO " + table + " AS t (" + strings.Join(cols, ", ") + ")\nSELECT " +
+		strings.Join(exprs, ", ") + "\nFROM (SELECT " + strings.Join(unnests, ", ") + ") AS u"
+}
+
+// upsertBatchSQL writes a whole batch. A data-modifying CTE always runs to
+// completion, so the candidates are written although nothing reads c, and the
+// statement is atomic: a refused row fails both tables' rows.
+var upsertBatchSQL = "WITH c AS (\n" +
+	insertFromArrays("request_candidates", candidateParams, 1) + candidateConflictSQL + "\n)\n" +
+	insertFromArrays("requests", requestParams, 1+len(candidateParams)) + requestConflictSQL
