@@ -1,0 +1,247 @@
+package anthropicclient
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// This file walks JSON that json.Valid has already accepted, handing out
+// sub-slices of the input instead of decoding it. The stream translator
+// copies string literals (text fragments, tool arguments, ids) from the
+// provider's chunk into its own events verbatim: a literal that is valid JSON
+// in one document is valid in another, so the hot path neither unescapes nor
+// re-escapes, and allocates nothing. Every index is still bounds-checked, so
+// input that skipped validation cannot make the walk panic.
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index just past the string literal opening at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); {
+		switch b[i] {
+		case '\\':
+			i += 2
+		case '"':
+			return i + 1
+		default:
+			i++
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index just past the value starting at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return len(b)
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(b)
+	default: // number, true, false, null
+		for i < len(b) && !isSpace(b[i]) && b[i] != ',' && b[i] != '}' && b[i] != ']' {
+			i++
+		}
+		return i
+	}
+}
+
+// iter walks the members of an object or the elements of an array.
+type iter struct {
+	b     []byte
+	i     int
+	close byte
+}
+
+// members iterates the object v; ok is false when v is not an object.
+func members(v []byte) (it iter, ok bool) {
+	if len(v) == 0 || v[0] != '{' {
+		return iter{}, false
+	}
+	return iter{b: v, close: '}'}, true
+}
+
+// elements iterates the array v; ok is false when v is not an array.
+func elements(v []byte) (it iter, ok bool) {
+	if len(v) == 0 || v[0] != '[' {
+		return iter{}, false
+	}
+	return iter{b: v, close: ']'}, true
+}
+
+// step moves past the opening bracket or the comma before the next item and
+// reports whether an item follows.
+func (it *iter) step() bool {
+	b := it.b
+	i := skipSpace(b, it.i)
+	if i >= len(b) || b[i] == it.close {
+		it.i = len(b)
+		return false
+	}
+	if b[i] == ',' || (i == 0 && (b[0] == '{' || b[0] == '[')) {
+		i = skipSpace(b, i+1)
+	}
+	if i >= len(b) || b[i] == it.close {
+		it.i = len(b)
+		return false
+	}
+	it.i = i
+	return true
+}
+
+// member returns the next key (a raw string literal, quotes included) and
+// its raw value.
+func (it *iter) member() (key, val []byte, ok bool) {
+	if !it.step() {
+		return nil, nil, false
+	}
+	b, i := it.b, it.i
+	if b[i] != '"' {
+		it.i = len(b)
+		return nil, nil, false
+	}
+	end := skipString(b, i)
+	key = b[i:end]
+	i = skipSpace(b, end)
+	if i >= len(b) || b[i] != ':' {
+		it.i = len(b)
+		return nil, nil, false
+	}
+	i = skipSpace(b, i+1)
+	end = skipValue(b, i)
+	it.i = end
+	return key, b[i:end], true
+}
+
+// element returns the next raw array element.
+func (it *iter) element() (val []byte, ok bool) {
+	if !it.step() {
+		return nil, false
+	}
+	end := skipValue(it.b, it.i)
+	val = it.b[it.i:end]
+	it.i = end
+	return val, len(val) > 0
+}
+
+// is reports whether the raw string literal lit spells s. Literals with
+// escapes take the slow path; providers do not escape plain ASCII keys, so it
+// is rarely taken.
+func is(lit []byte, s string) bool {
+	if len(lit) < 2 || lit[0] != '"' {
+		return false
+	}
+	inner := lit[1 : len(lit)-1]
+	for _, c := range inner {
+		if c == '\\' {
+			return unquote(lit) == s
+		}
+	}
+	return string(inner) == s
+}
+
+// unquote decodes a raw string literal; anything else decodes to "".
+func unquote(lit []byte) string {
+	if len(lit) < 2 || lit[0] != '"' {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(lit, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// isString reports whether v is a string literal.
+func isString(v []byte) bool { return len(v) >= 2 && v[0] == '"' }
+
+// isNull reports whether v is absent or JSON null.
+func isNull(v []byte) bool { return len(v) == 0 || string(v) == "null" }
+
+// parseCount reads a token count: the integer part of a non-negative JSON
+// number (some servers send 12.0), 0 for anything else, saturating rather
+// than overflowing.
+func parseCount(v []byte) int64 {
+	var n int64
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			break
+		}
+		if n > (1<<62)/10 {
+			return 1 << 62
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string literal. Invalid UTF-8 becomes
+// U+FFFD so the output is valid UTF-8 whatever the input was; '<', '>' and
+// '&' are left alone (this is not HTML).
+func appendString[S ~string | ~[]byte](dst []byte, s S) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
