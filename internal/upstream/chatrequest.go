@@ -15,21 +15,41 @@ type RequestError struct {
 
 func (e *RequestError) Error() string { return e.Message }
 
-// ChatRequest is a validated chat completions body. The body is kept as the
-// client sent it: only the model value is ever replaced, by splicing bytes, so
-// unknown fields and their formatting reach the provider untouched and the
-// body is never re-encoded.
+// ChatRequest is a validated request body of one client route (chat
+// completions, messages, embeddings or responses). The body is kept as the
+// client sent it: passed through, only the model value is ever replaced, by
+// splicing bytes, so unknown fields and their formatting reach the provider
+// untouched and the body is never re-encoded. It is also the request's
+// adapter toward each provider format (exchange.go).
 type ChatRequest struct {
 	Body   []byte
 	Model  string
 	Stream bool
+	Route  Route
 	// span of the model value (quotes included) inside Body
 	modelStart, modelEnd int
+
+	// the last translation, reused by the next attempt on the same
+	// endpoint and model (the API checks the first one before the loop)
+	xEP    *Endpoint
+	xModel string
+	xBody  []byte
+	xErr   error
+	// span of stream_options inside Body, read when a translated stream
+	// needs its include_usage; -1 without one
+	optStart, optEnd int
 }
 
-// ParseChatRequest validates body: one JSON object, nothing after it, a
-// non-empty string "model" and an array "messages".
-func ParseChatRequest(body []byte) (*ChatRequest, error) {
+// ParseChatRequest validates a chat completions body: one JSON object,
+// nothing after it, a non-empty string "model" and an array "messages".
+func ParseChatRequest(body []byte) (*ChatRequest, error) { return ParseRequest(RouteChat, body) }
+
+// ParseRequest validates the body of a request on route: one JSON object,
+// nothing after it, a non-empty string "model", and the route's own
+// required field: "messages" (an array) for chat and messages, "input" for
+// embeddings, "input" or "previous_response_id" for responses. "stream" must
+// be a boolean; embeddings never stream.
+func ParseRequest(route Route, body []byte) (*ChatRequest, error) {
 	if !json.Valid(body) {
 		return nil, &RequestError{Message: "request body is not valid JSON (one JSON object expected)"}
 	}
@@ -37,8 +57,8 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	if i >= len(body) || body[i] != '{' {
 		return nil, &RequestError{Message: "request body must be a JSON object"}
 	}
-	req := &ChatRequest{Body: body, modelStart: -1}
-	sawMessages := false
+	req := &ChatRequest{Body: body, modelStart: -1, Route: route, optStart: -1}
+	sawMessages, sawInput := false, false
 	i = skipSpace(body, i+1)
 	for i < len(body) && body[i] != '}' {
 		keyEnd := skipValue(body, i)
@@ -65,6 +85,17 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 				return nil, &RequestError{Param: "messages", Message: "'messages' must be an array"}
 			}
 			sawMessages = true
+		case "input":
+			if string(val) == "null" {
+				return nil, &RequestError{Param: "input", Message: "'input' must not be null"}
+			}
+			sawInput = true
+		case "stream_options":
+			req.optStart, req.optEnd = valStart, valEnd
+		case "previous_response_id":
+			if string(val) != "null" && route == RouteResponses {
+				sawInput = true
+			}
 		case "stream":
 			switch string(val) {
 			case "true":
@@ -82,8 +113,20 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) {
 	if req.modelStart < 0 {
 		return nil, &RequestError{Param: "model", Message: "you must provide a model parameter"}
 	}
-	if !sawMessages {
-		return nil, &RequestError{Param: "messages", Message: "you must provide a messages parameter"}
+	switch route {
+	case RouteChat, RouteMessages:
+		if !sawMessages {
+			return nil, &RequestError{Param: "messages", Message: "you must provide a messages parameter"}
+		}
+	case RouteEmbeddings:
+		if !sawInput {
+			return nil, &RequestError{Param: "input", Message: "you must provide an input parameter"}
+		}
+		req.Stream = false // embeddings answer one JSON body
+	case RouteResponses:
+		if !sawInput {
+			return nil, &RequestError{Param: "input", Message: "you must provide an input or previous_response_id parameter"}
+		}
 	}
 	return req, nil
 }

@@ -70,11 +70,13 @@ func NewClient(opts ClientOptions) *Client {
 // CloseIdle closes pooled connections (shutdown, tests).
 func (c *Client) CloseIdle() { c.rt.CloseIdleConnections() }
 
-// Call is one chat completions request to a provider.
+// Call is one request to a provider.
 type Call struct {
 	URL          string
 	Key          secret.String
+	Auth         Auth        // how Key travels; the zero value is a bearer token
 	Extra        http.Header // provider headers from the routes file
+	Defaults     http.Header // headers sent only when neither Extra nor the client set them
 	ClientHeader http.Header // the client's headers, filtered here
 	Body         []byte
 	Stream       bool
@@ -97,13 +99,20 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 	for k, vv := range call.Extra {
 		h[k] = vv
 	}
+	for k, vv := range call.Defaults {
+		if _, set := h[k]; !set {
+			h[k] = vv
+		}
+	}
 	h.Set("Content-Type", "application/json")
 	if call.Stream {
 		h.Set("Accept", "text/event-stream")
 	} else if h.Get("Accept") == "" {
 		h.Set("Accept", "application/json")
 	}
-	h.Set("Authorization", "Bearer "+call.Key.Reveal())
+	// The client's own credentials were filtered out above whatever the
+	// style; with AuthNone the provider gets none at all.
+	call.Auth.set(h, call.Key.Reveal())
 	resp, err := c.rt.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -1,0 +1,158 @@
+package upstream
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/llmgw/gateway/internal/upstream/anthropic"
+	"github.com/llmgw/gateway/internal/upstream/anthropicclient"
+)
+
+// A *ChatRequest is the adapter between one client request and each
+// provider format its candidates speak: it builds every attempt's body (the
+// client's bytes with the model spliced in, or a translation) and hands each
+// attempt a Reader for the answer. The attempt loop sees it through a small
+// interface (candidates.Exchange) and never learns a format.
+
+// Build sets call's URL and Body for an attempt on ep with the upstream
+// model. It returns a *RequestError when the request cannot be translated
+// for ep's format (a field with no equivalent there): the client's fault,
+// which another attempt would meet too. The last translation is kept, so
+// the attempt after the API's check (or a failover to the same provider's
+// next key) does not translate again. Not safe for concurrent use: the loop
+// builds on the request's goroutine.
+func (r *ChatRequest) Build(ep *Endpoint, model string, call *Call) error {
+	call.URL = ep.URLs[r.Route]
+	if !ep.Translates(r.Route) {
+		call.Body = r.WithModel(model)
+		return nil
+	}
+	if r.xEP != ep || r.xModel != model {
+		r.xEP, r.xModel = ep, model
+		r.xBody, r.xErr = r.translate(ep, model)
+	}
+	call.Body = r.xBody
+	return r.xErr
+}
+
+// translate turns the client's body into ep's format.
+func (r *ChatRequest) translate(ep *Endpoint, model string) ([]byte, error) {
+	switch r.Route {
+	case RouteChat: // an OpenAI client, an anthropic provider
+		t, err := anthropic.ChatToMessages(r.Body, anthropic.Options{Model: model, MaxTokens: ep.DefaultMaxTokens})
+		if err != nil {
+			var fe *anthropic.FieldError
+			if errors.As(err, &fe) {
+				return nil, &RequestError{Param: fe.Param, Message: fe.Message}
+			}
+			return nil, &RequestError{Message: err.Error()}
+		}
+		return t.Body, nil
+	case RouteMessages: // an Anthropic client, an openai provider
+		b, _, err := anthropicclient.MessagesToChat(r.Body, model)
+		if err != nil {
+			var re *anthropicclient.RequestError
+			if errors.As(err, &re) {
+				return nil, &RequestError{Param: re.Param, Message: re.Message}
+			}
+			return nil, &RequestError{Message: err.Error()}
+		}
+		return b, nil
+	}
+	return nil, &RequestError{Message: "this route is not translated"}
+}
+
+// Reader returns how to read the answer of an attempt on ep. pass is the
+// attempt's own pass-through reader, reset and returned when nothing is
+// translated, so the common path allocates nothing.
+func (r *ChatRequest) Reader(ep *Endpoint, pass *PassReader) Reader {
+	if ep.Translates(r.Route) {
+		created := time.Now().Unix()
+		if r.Route == RouteChat {
+			return &fromAnthropic{t: anthropic.NewStreamTranslator(r.Model, created, r.includeUsage()), model: r.Model, created: created}
+		}
+		return &toAnthropic{t: anthropicclient.NewStreamTranslator(r.Model), model: r.Model}
+	}
+	kind := passChat
+	switch {
+	case r.Route == RouteResponses:
+		kind = passResponses
+	case r.Route == RouteEmbeddings:
+		kind = passEmbeddings
+	case ep.Format == FormatAnthropic:
+		kind = passMessages
+	}
+	*pass = PassReader{kind: kind}
+	return pass
+}
+
+// includeUsage reads the client's stream_options.include_usage. Reader runs
+// on a hedged attempt's own goroutine, so it reads the body, never the
+// translation Build keeps.
+func (r *ChatRequest) includeUsage() bool {
+	if r.optStart < 0 {
+		return false
+	}
+	var o struct {
+		IncludeUsage bool `json:"include_usage"`
+	}
+	return json.Unmarshal(r.Body[r.optStart:r.optEnd], &o) == nil && o.IncludeUsage
+}
+
+// Refusal is the client-format answer to a request Build refused: 400,
+// naming the field.
+func (r *ChatRequest) Refusal(re *RequestError) *StatusError {
+	se := &StatusError{Code: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/json"}}}
+	if r.Route == RouteMessages {
+		msg := re.Message
+		if re.Param != "" {
+			msg = re.Param + ": " + msg
+		}
+		se.Body = anthropicclient.ErrorBody(http.StatusBadRequest, msg)
+		return se
+	}
+	se.Body = openAIError(re.Message, "invalid_request_error", re.Param, "invalid_request")
+	return se
+}
+
+// Relayed rewrites a provider's client-fault answer (400, 413, 422) from
+// ep's format into the client's, keeping the provider's message and status.
+func (r *ChatRequest) Relayed(ep *Endpoint, se *StatusError) {
+	if !ep.Translates(r.Route) {
+		return
+	}
+	switch r.Route {
+	case RouteChat:
+		typ, msg, ok := anthropic.ParseError(se.Body)
+		if !ok {
+			typ, msg = "invalid_request_error", http.StatusText(se.Code)
+		}
+		se.Body = openAIError(msg, anthropic.OpenAIErrorType(typ), "", "")
+	case RouteMessages:
+		se.Body = anthropicclient.ErrorFromOpenAI(se.Code, se.Body)
+	}
+	se.Header.Set("Content-Type", "application/json")
+}
+
+// openAIError is an OpenAI-shaped error body; param and code "" are null.
+func openAIError(msg, typ, param, code string) []byte {
+	type detail struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	}
+	d := detail{Message: msg, Type: typ}
+	if param != "" {
+		d.Param = &param
+	}
+	if code != "" {
+		d.Code = &code
+	}
+	b, _ := json.Marshal(struct {
+		Error detail `json:"error"`
+	}{d})
+	return b
+}

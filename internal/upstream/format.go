@@ -1,0 +1,157 @@
+package upstream
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Route is the client API a request came in on. It names the request in
+// records and metrics and decides, with a provider's format, where and how
+// the request is sent.
+type Route uint8
+
+// The client routes.
+const (
+	RouteChat       Route = iota // POST /v1/chat/completions
+	RouteMessages                // POST /v1/messages (Anthropic clients)
+	RouteEmbeddings              // POST /v1/embeddings
+	RouteResponses               // POST /v1/responses
+	NumRoutes
+)
+
+var routeNames = [NumRoutes]string{"chat", "messages", "embeddings", "responses"}
+
+// String is the route's name in records, metrics and the access log.
+func (r Route) String() string {
+	if r < NumRoutes {
+		return routeNames[r]
+	}
+	return "unknown"
+}
+
+// Provider wire formats (the routes file's providers[].format).
+const (
+	FormatOpenAI    = "openai"
+	FormatAnthropic = "anthropic"
+)
+
+// AnthropicVersion is the anthropic-version header sent to anthropic
+// providers whose headers do not set one and whose client did not send one.
+const AnthropicVersion = "2023-06-01"
+
+// AuthStyle is how a provider's key travels.
+type AuthStyle uint8
+
+// The auth styles. The zero value is bearer, so a Call built without an
+// Auth authenticates as before.
+const (
+	AuthBearer  AuthStyle = iota // Authorization: Bearer KEY
+	AuthXAPIKey                  // x-api-key: KEY
+	AuthHeader                   // NAME: KEY, e.g. Azure's api-key
+	AuthNone                     // no credential (local servers)
+)
+
+// Auth is a provider's authentication.
+type Auth struct {
+	Style  AuthStyle
+	Header string // the header name for AuthHeader
+}
+
+// String renders the auth as the routes file writes it.
+func (a Auth) String() string {
+	switch a.Style {
+	case AuthXAPIKey:
+		return "x-api-key"
+	case AuthHeader:
+		return "header " + a.Header
+	case AuthNone:
+		return "none"
+	}
+	return "bearer"
+}
+
+// Endpoint is how one provider is addressed: its format, the URL of each
+// client route it can serve, its auth and its extra headers. It is built
+// once from the routes file and shared by every attempt.
+type Endpoint struct {
+	Format string
+	// URLs per client route; "" when the format cannot serve the route.
+	URLs  [NumRoutes]string
+	Auth  Auth
+	Extra http.Header // the routes file's headers, sent on every call
+	// Defaults are sent only when neither Extra nor the client set them
+	// (anthropic-version).
+	Defaults http.Header
+	// DefaultMaxTokens is the max_tokens sent to an anthropic provider when
+	// the client sets none.
+	DefaultMaxTokens int64
+}
+
+// Serves reports whether the endpoint's format can serve the client route.
+func (e *Endpoint) Serves(r Route) bool { return r < NumRoutes && e.URLs[r] != "" }
+
+// Translates reports whether a request of route is translated for this
+// endpoint (rather than passed through with only its model rewritten).
+func (e *Endpoint) Translates(r Route) bool {
+	switch r {
+	case RouteChat:
+		return e.Format == FormatAnthropic
+	case RouteMessages:
+		return e.Format == FormatOpenAI
+	}
+	return false
+}
+
+// NewEndpoint resolves a provider's addressing. baseURL has been validated
+// (absolute http(s), no query); query is appended to every URL.
+func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, headers map[string]string, maxTokens int64) (*Endpoint, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil {
+		return nil, fmt.Errorf("base_url: %w", err)
+	}
+	e := &Endpoint{Format: format, Auth: auth, Extra: http.Header{}, DefaultMaxTokens: maxTokens}
+	at := func(suffix string) string {
+		v := *u
+		v.Path = strings.TrimRight(u.Path, "/") + suffix
+		q := v.Query()
+		for k, val := range query {
+			q.Set(k, val)
+		}
+		v.RawQuery = q.Encode()
+		return v.String()
+	}
+	switch format {
+	case FormatAnthropic:
+		e.URLs[RouteChat] = at("/messages")
+		e.URLs[RouteMessages] = e.URLs[RouteChat]
+		e.Defaults = http.Header{"Anthropic-Version": {AnthropicVersion}}
+	case FormatOpenAI, "":
+		e.Format = FormatOpenAI
+		e.URLs[RouteChat] = at("/chat/completions")
+		e.URLs[RouteMessages] = e.URLs[RouteChat]
+		e.URLs[RouteEmbeddings] = at("/embeddings")
+		e.URLs[RouteResponses] = at("/responses")
+	default:
+		return nil, fmt.Errorf("unknown format %q", format)
+	}
+	for k, v := range headers {
+		if v != "" { // an unset ${VAR} leaves the header out rather than empty
+			e.Extra.Set(k, v)
+		}
+	}
+	return e, nil
+}
+
+// set puts the key where the endpoint's auth style wants it.
+func (a Auth) set(h http.Header, key string) {
+	switch a.Style {
+	case AuthBearer:
+		h.Set("Authorization", "Bearer "+key)
+	case AuthXAPIKey:
+		h.Set("X-Api-Key", key)
+	case AuthHeader:
+		h.Set(a.Header, key)
+	}
+}

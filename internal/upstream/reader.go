@@ -1,0 +1,333 @@
+package upstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+
+	"github.com/llmgw/gateway/internal/upstream/anthropic"
+	"github.com/llmgw/gateway/internal/upstream/anthropicclient"
+)
+
+// Reader reads one attempt's answer for the client: it turns provider
+// events (or a whole body) into the bytes the client gets, tells an error
+// event and the stream's last event, and keeps the usage. Pass-through
+// readers return each event itself, without a copy; translating ones append
+// to the dst they are given.
+type Reader interface {
+	// Event reads one stream event (comments included). committed reports
+	// whether client bytes went out already: before, an error event is
+	// returned as *EventError (the loop fails over); after, a pass-through
+	// reader relays it like any event. Empty out: nothing for the client
+	// (yet). On error, out holds what the events before the failure made.
+	Event(dst, ev []byte, committed bool) (out []byte, err error)
+	// Done reports whether the stream's last event was read.
+	Done() bool
+	// End is what to send when the body ends cleanly before Done: the
+	// translated close of a stream whose provider omitted it.
+	End(dst []byte) []byte
+	// Usage is the usage read from the stream or the whole body.
+	Usage() (Usage, bool)
+	// Whole reports whether a non-streaming body must be read whole and
+	// given to Body; otherwise it is relayed in chunks and its usage read
+	// from its tail with TailUsage.
+	Whole() bool
+	Body(body []byte) ([]byte, error)
+	TailUsage(tail []byte) (Usage, bool)
+}
+
+// EventError is an error event of a stream (an OpenAI error object, an
+// Anthropic or Responses `event: error`); Data is the event's data, for the
+// record.
+type EventError struct{ Data string }
+
+func (e *EventError) Error() string { return "error event: " + e.Data }
+
+// MaxWholeBody bounds a non-streaming body read whole for translation.
+const MaxWholeBody = 16 << 20
+
+type passKind uint8
+
+const (
+	passChat       passKind = iota // OpenAI chat completions
+	passMessages                   // Anthropic messages, to an Anthropic client
+	passResponses                  // OpenAI Responses
+	passEmbeddings                 // OpenAI embeddings (never streamed)
+)
+
+// PassReader relays a provider's answer byte for byte, reading its usage
+// and, before the commit point, its error and last events.
+type PassReader struct {
+	kind  passKind
+	usage Usage
+	has   bool
+	done  bool
+}
+
+// Event implements Reader.
+func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
+	if p.kind == passChat {
+		// The hot path: after the commit point, one substring test per
+		// chunk, as before the formats existed.
+		if !committed {
+			if EventIsError(ev) {
+				return nil, &EventError{Data: string(bytes.TrimSpace(eventData(ev)))}
+			}
+			p.done = EventIsDone(ev)
+		}
+		if u, ok := EventUsage(ev); ok {
+			p.usage, p.has = u, true
+		}
+		return ev, nil
+	}
+	name := eventName(ev)
+	switch p.kind {
+	case passMessages:
+		switch string(name) {
+		case "error":
+			if !committed {
+				return nil, &EventError{Data: string(bytes.TrimSpace(eventData(ev)))}
+			}
+		case "message_start", "message_delta":
+			p.messagesUsage(eventData(ev))
+		case "message_stop":
+			p.done = true
+		}
+	case passResponses:
+		switch string(name) {
+		case "error", "response.failed":
+			if !committed {
+				return nil, &EventError{Data: string(bytes.TrimSpace(eventData(ev)))}
+			}
+			p.done = true
+		case "response.completed", "response.incomplete":
+			var v struct {
+				Response struct {
+					Usage *wideUsage `json:"usage"`
+				} `json:"response"`
+			}
+			if json.Unmarshal(eventData(ev), &v) == nil && v.Response.Usage != nil {
+				p.usage, p.has = v.Response.Usage.usage(), true
+			}
+			p.done = true
+		}
+	}
+	return ev, nil
+}
+
+// messagesUsage reads an Anthropic message_start (input tokens) or
+// message_delta (output tokens so far).
+func (p *PassReader) messagesUsage(data []byte) {
+	var v struct {
+		Message struct {
+			Usage *wideUsage `json:"usage"`
+		} `json:"message"`
+		Usage *wideUsage `json:"usage"`
+	}
+	if json.Unmarshal(data, &v) != nil {
+		return
+	}
+	u := v.Usage
+	if u == nil {
+		u = v.Message.Usage
+	}
+	if u == nil {
+		return
+	}
+	if u.InputTokens == 0 && p.has {
+		u.InputTokens = p.usage.PromptTokens // message_delta may omit it
+	}
+	p.usage, p.has = u.usage(), true
+}
+
+// Done implements Reader.
+func (p *PassReader) Done() bool { return p.done }
+
+// End implements Reader: a pass-through stream is relayed as it ended.
+func (p *PassReader) End(dst []byte) []byte { return dst }
+
+// Usage implements Reader.
+func (p *PassReader) Usage() (Usage, bool) { return p.usage, p.has }
+
+// Whole implements Reader: pass-through bodies are relayed as they arrive.
+func (p *PassReader) Whole() bool { return false }
+
+// Body implements Reader; never called for a pass-through reader.
+func (p *PassReader) Body(body []byte) ([]byte, error) { return body, nil }
+
+// TailUsage implements Reader.
+func (p *PassReader) TailUsage(tail []byte) (Usage, bool) {
+	if p.kind == passChat || p.kind == passEmbeddings {
+		return TailUsage(tail)
+	}
+	obj, ok := tailUsageObject(tail)
+	if !ok {
+		return Usage{}, false
+	}
+	var w wideUsage
+	if json.Unmarshal(obj, &w) != nil {
+		return Usage{}, false
+	}
+	return w.usage(), true
+}
+
+// wideUsage reads the usage objects of every format: OpenAI chat and
+// embeddings (prompt/completion), Responses and Anthropic (input/output;
+// Anthropic counts cached prompt tokens apart).
+type wideUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	CacheCreation    int64 `json:"cache_creation_input_tokens"`
+	CacheRead        int64 `json:"cache_read_input_tokens"`
+}
+
+func (w *wideUsage) usage() Usage {
+	u := Usage{PromptTokens: w.PromptTokens, CompletionTokens: w.CompletionTokens, TotalTokens: w.TotalTokens}
+	if u.PromptTokens == 0 {
+		u.PromptTokens = w.InputTokens + w.CacheCreation + w.CacheRead
+	}
+	if u.CompletionTokens == 0 {
+		u.CompletionTokens = w.OutputTokens
+	}
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	return u
+}
+
+// tailUsageObject finds the last "usage" object of a body's tail, as
+// TailUsage does, and returns its bytes.
+func tailUsageObject(tail []byte) ([]byte, bool) {
+	end := len(tail)
+	for {
+		i := bytes.LastIndex(tail[:end], usageKey)
+		if i < 0 {
+			return nil, false
+		}
+		end = i
+		val, ok := keyValue(tail, i)
+		if !ok {
+			continue
+		}
+		if len(val) == 0 || val[0] != '{' {
+			return nil, false
+		}
+		return val[:skipValue(val, 0)], true
+	}
+}
+
+// eventName is the value of an event's "event:" line, nil without one.
+func eventName(ev []byte) []byte {
+	for len(ev) > 0 {
+		i := bytes.IndexByte(ev, '\n')
+		line := ev
+		if i >= 0 {
+			line, ev = ev[:i], ev[i+1:]
+		} else {
+			ev = nil
+		}
+		line = bytes.TrimRight(line, "\r")
+		if rest, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+			return bytes.TrimSpace(rest)
+		}
+	}
+	return nil
+}
+
+// fromAnthropic reads an anthropic provider's answer for an OpenAI client.
+type fromAnthropic struct {
+	t       *anthropic.StreamTranslator
+	model   string
+	created int64
+	usage   Usage
+	has     bool
+}
+
+func (f *fromAnthropic) Event(dst, ev []byte, _ bool) ([]byte, error) {
+	out, err := f.t.Event(dst, ev)
+	if err != nil {
+		var se *anthropic.StreamError
+		if errors.As(err, &se) {
+			return out, &EventError{Data: string(bytes.TrimSpace(eventData(ev)))}
+		}
+		return out, &ProtocolError{Err: err}
+	}
+	return out, nil
+}
+
+func (f *fromAnthropic) Done() bool            { return f.t.Done() }
+func (f *fromAnthropic) End(dst []byte) []byte { return dst }
+func (f *fromAnthropic) Whole() bool           { return true }
+
+func (f *fromAnthropic) Usage() (Usage, bool) {
+	if f.has {
+		return f.usage, true
+	}
+	u, ok := f.t.Usage()
+	return Usage(u), ok
+}
+
+func (f *fromAnthropic) Body(body []byte) ([]byte, error) {
+	out, err := anthropic.MessageToChat(body, f.model, f.created)
+	if err != nil {
+		return nil, &ProtocolError{Err: err}
+	}
+	if u, ok := anthropic.BodyUsage(body); ok {
+		f.usage, f.has = Usage(u), true
+	}
+	return out, nil
+}
+
+func (f *fromAnthropic) TailUsage([]byte) (Usage, bool) { return f.Usage() }
+
+// toAnthropic reads an openai provider's answer for an Anthropic client.
+type toAnthropic struct {
+	t     *anthropicclient.StreamTranslator
+	model string
+	usage Usage
+	has   bool
+}
+
+func (a *toAnthropic) Event(dst, ev []byte, _ bool) ([]byte, error) {
+	out, err := a.t.Event(dst, ev)
+	if err != nil {
+		var pe *anthropicclient.ProviderError
+		if errors.As(err, &pe) {
+			return out, &EventError{Data: string(bytes.TrimSpace(eventData(ev)))}
+		}
+		return out, &ProtocolError{Err: err}
+	}
+	return out, nil
+}
+
+func (a *toAnthropic) Done() bool { return a.t.Done() }
+
+func (a *toAnthropic) End(dst []byte) []byte { return a.t.Finish(dst) }
+func (a *toAnthropic) Whole() bool           { return true }
+
+func (a *toAnthropic) Usage() (Usage, bool) {
+	if a.has {
+		return a.usage, true
+	}
+	u, ok := a.t.Usage()
+	return Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: u.Total}, ok
+}
+
+func (a *toAnthropic) Body(body []byte) ([]byte, error) {
+	msg, u, err := anthropicclient.ChatToMessage(body, a.model)
+	if err != nil {
+		var pe *anthropicclient.ProviderError
+		if errors.As(err, &pe) {
+			return nil, &EventError{Data: string(bytes.TrimSpace(body))}
+		}
+		return nil, &ProtocolError{Err: err}
+	}
+	a.usage = Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: u.Total}
+	a.has = u.Total > 0 || u.Prompt > 0 || u.Completion > 0
+	return msg, nil
+}
+
+func (a *toAnthropic) TailUsage([]byte) (Usage, bool) { return a.Usage() }
