@@ -10,6 +10,8 @@ import (
 
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
+	"github.com/llmgw/gateway/internal/upstream"
+	"github.com/llmgw/gateway/internal/upstream/anthropic"
 )
 
 const checkConfigUsage = "usage: gateway check-config [routes-file]   (default: $GATEWAY_CONFIG, else gateway.yaml)"
@@ -64,6 +66,18 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 	for _, p := range planner.Providers() {
 		fmt.Fprintf(out, "provider %s: %s keys=%d max_concurrency=%d queue_budget=%s first_byte=%s total=%s\n",
 			p.Name, p.Origin, len(p.Targets), p.MaxConcurrency, p.QueueBudget, p.FirstByte, p.Total)
+		if ep := p.Endpoint; ep.Format != upstream.FormatOpenAI || ep.Auth.Style != upstream.AuthBearer {
+			// Only an unusual wire format or auth gets a line.
+			fmt.Fprintf(out, "  format: %s auth: %s", ep.Format, ep.Auth)
+			if ep.Format == upstream.FormatAnthropic {
+				mt := ep.DefaultMaxTokens
+				if mt == 0 {
+					mt = anthropic.DefaultMaxTokens
+				}
+				fmt.Fprintf(out, " default_max_tokens=%d", mt)
+			}
+			fmt.Fprintln(out)
+		}
 		h := p.Health
 		fmt.Fprintf(out, "  health: failures=%d cooldown=%s max_cooldown=%s auth_cooldown=%s\n",
 			h.Failures, h.Cooldown, h.MaxCooldown, h.AuthCooldown)

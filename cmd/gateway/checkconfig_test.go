@@ -101,6 +101,40 @@ models:
 			"  0. backup/key0-a2de1413/plain (provider backup, target 69ff0b88a356b2ee, upstream model plain)\n" +
 			"clients: none, so the API accepts requests without a key\n" +
 			"hold mode: first_body\n"},
+		{"formats and auth", `providers:
+  - name: claude
+    format: anthropic
+    base_url: http://127.0.0.1:9/v1
+    api_keys: ["sk-literal-SENTINEL"]
+    max_concurrency: 2
+    queue_budget: 100ms
+  - name: azure
+    base_url: http://127.0.0.1:10/openai
+    api_keys: ["sk-literal-SENTINEL-2"]
+    auth: { header: api-key }
+    max_concurrency: 1
+    queue_budget: 100ms
+  - name: local
+    base_url: http://127.0.0.1:11/v1
+    auth: none
+    max_concurrency: 1
+    queue_budget: 100ms
+models:
+  - name: m
+    candidates: [{ provider: claude }]
+`, "provider claude: http://127.0.0.1:9 keys=1 max_concurrency=2 queue_budget=100ms first_byte=30s total=10m0s\n" +
+			"  format: anthropic auth: x-api-key default_max_tokens=4096\n" +
+			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
+			"provider azure: http://127.0.0.1:10 keys=1 max_concurrency=1 queue_budget=100ms first_byte=30s total=10m0s\n" +
+			"  format: openai auth: header api-key\n" +
+			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
+			"provider local: http://127.0.0.1:11 keys=1 max_concurrency=1 queue_budget=100ms first_byte=30s total=10m0s\n" +
+			"  format: openai auth: none\n" +
+			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
+			"model m: strategy weighted\n" +
+			"  0. claude/key0-f761d17d/m (provider claude, target e061aca836a29af3, upstream model m)\n" +
+			"clients: none, so the API accepts requests without a key\n" +
+			"hold mode: first_body\n"},
 		{"commit point, deadline and hedging", `providers:
   - name: primary
     base_url: http://127.0.0.1:9/v1

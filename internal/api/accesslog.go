@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/upstream"
 )
 
 // accessLog writes one info line per API request. The line is formatted and
@@ -62,18 +63,18 @@ func (a *accessLog) request(req *candidates.Request, out *candidates.Outcome) {
 		return
 	}
 	a.put(accessLine{
-		id: req.ID, client: req.Client, model: req.Model, route: "chat", status: out.Status,
+		id: req.ID, client: req.Client, model: req.Model, route: req.Route.String(), status: out.Status,
 		code: out.StatusCode, errorType: out.ErrorType, tried: out.Tried, stream: req.Stream,
 		duration: time.Since(req.Received), firstByte: out.FirstByte, hasFirstBy: out.FirstByte > 0,
 	})
 }
 
 // rejected queues the line of a request refused before planning.
-func (a *accessLog) rejected(id uuid.UUID, status int, code string, received time.Time) {
+func (a *accessLog) rejected(id uuid.UUID, route upstream.Route, status int, code string, received time.Time) {
 	if a == nil {
 		return
 	}
-	a.put(accessLine{id: id, route: "chat", status: "rejected", code: status, errorType: code,
+	a.put(accessLine{id: id, route: route.String(), status: "rejected", code: status, errorType: code,
 		duration: time.Since(received)})
 }
 

@@ -18,14 +18,20 @@ const (
 	deadlineHeader = "X-Gateway-Deadline"
 )
 
-// chatHandler serves POST /v1/chat/completions. It is a type rather than a
+// apiHandler serves one client route: POST /v1/chat/completions,
+// /v1/messages, /v1/embeddings or /v1/responses. The routes share every
+// step; only the body's required fields, the provider formats that can
+// serve them and the shape of errors differ. It is a type rather than a
 // method value, which would add a wrapper frame to every stream's stack, and
 // it stays on the stack while a stream is relayed, so the checks and planning
 // that come before live in prepare, whose frame is gone by then.
-type chatHandler struct{ s *Server }
+type apiHandler struct {
+	s     *Server
+	route upstream.Route
+}
 
-func (h chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req := h.s.prepare(w, r)
+func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req := h.s.prepare(w, r, h.route)
 	if req == nil {
 		return
 	}
@@ -44,64 +50,71 @@ func (h chatHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// prepare authenticates, reads, validates and plans a chat request. It
+// prepare authenticates, reads, validates and plans a request of route. It
 // answers the client itself and returns nil when the request is refused.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request) *candidates.Request {
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.Route) *candidates.Request {
 	received := time.Now()
+	rj := rejecter{s: s, w: w, r: r, route: route, received: received}
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")
-		s.reject(w, r, received, http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", "the gateway is shutting down")
+		rj.reject(http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", "the gateway is shutting down")
 		return nil
 	}
 	clientName, ceiling := "", admission.Interactive
 	if s.opts.Clients != nil {
-		name, c, ok := s.opts.Clients.Authenticate(r.Header.Get("Authorization"))
+		name, c, ok := s.opts.Clients.Authenticate(clientToken(r.Header))
 		if !ok {
-			s.reject(w, r, received, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
+			rj.reject(http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
 			return nil
 		}
 		clientName, ceiling = name, c
 	}
 	prio, err := requestPriority(r.Header.Get(priorityHeader), ceiling)
 	if err != nil {
-		s.reject(w, r, received, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
+		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
 		return nil
 	}
 	asked, err := requestDeadline(r.Header.Get(deadlineHeader))
 	if err != nil {
-		s.reject(w, r, received, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
+		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
 		return nil
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			s.reject(w, r, received, http.StatusRequestEntityTooLarge, typeInvalidRequest, codeRequestTooLarge, "",
+			rj.reject(http.StatusRequestEntityTooLarge, typeInvalidRequest, codeRequestTooLarge, "",
 				"request body is larger than the gateway's limit")
 			return nil
 		}
-		s.reject(w, r, received, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", "could not read the request body")
+		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", "could not read the request body")
 		return nil
 	}
-	chat, err := upstream.ParseChatRequest(body)
+	chat, err := upstream.ParseRequest(route, body)
 	if err != nil {
 		var re *upstream.RequestError
 		errors.As(err, &re)
-		s.reject(w, r, received, http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
+		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
 		return nil
 	}
 	planStart := time.Now()
-	policy, plan, err := s.opts.Planner.PlanPolicy(chat.Model)
+	policy, plan, err := s.opts.Planner.PlanRoute(chat.Model, route)
 	s.opts.Observe.Planned(time.Since(planStart))
 	if err != nil {
-		s.reject(w, r, received, http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model",
-			"the model '"+chat.Model+"' does not exist on this gateway")
+		msg := "the model '" + chat.Model + "' does not exist on this gateway"
+		if errors.Is(err, candidates.ErrRouteNotServed) {
+			msg = "the model '" + chat.Model + "' has no provider that serves " + r.URL.Path
+		}
+		rj.reject(http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model", msg)
+		return nil
+	}
+	if !checkFirst(rj, chat, &plan[0]) {
 		return nil
 	}
 	req := &candidates.Request{
 		ID: requestID(r.Context()), ClientRequestID: clientRequestID(r.Context()),
 		Model: chat.Model, Stream: chat.Stream, Client: clientName, Priority: prio,
-		Received: received, Candidates: plan, Chat: chat, Header: r.Header,
+		Received: received, Candidates: plan, Route: route, Exchange: chat, Header: r.Header,
 	}
 	req.Hedge = policy.Hedge
 	if d := shorter(policy.Deadline, asked); d > 0 {
@@ -110,12 +123,56 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request) *candidates.Req
 	return req
 }
 
+// checkFirst translates the request for its first candidate, when that
+// one's format differs from the client's: a request the format cannot
+// express (n > 1 to an anthropic provider) is refused here, before any
+// record, like any other invalid request. The translation is kept for the
+// first attempt. A later candidate's refusal is the loop's (Classify).
+func checkFirst(rj rejecter, chat *upstream.ChatRequest, c *candidates.Candidate) bool {
+	ep := c.Target.Provider.Endpoint
+	if !ep.Translates(chat.Route) {
+		return true
+	}
+	var call upstream.Call
+	if err := chat.Build(ep, c.Model, &call); err != nil {
+		var re *upstream.RequestError
+		if !errors.As(err, &re) {
+			re = &upstream.RequestError{Message: err.Error()}
+		}
+		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
+		return false
+	}
+	return true
+}
+
+// clientToken is the client's key: the Authorization header, or x-api-key
+// (as Anthropic SDKs send it) as a bearer token. Both styles work on every
+// route.
+func clientToken(h http.Header) string {
+	if a := h.Get("Authorization"); a != "" {
+		return a
+	}
+	if k := h.Get("X-Api-Key"); k != "" {
+		return "Bearer " + k
+	}
+	return ""
+}
+
+// rejecter answers requests refused before planning on one route.
+type rejecter struct {
+	s        *Server
+	w        http.ResponseWriter
+	r        *http.Request
+	route    upstream.Route
+	received time.Time
+}
+
 // reject answers a request refused before planning (bad input, bad key,
 // unknown model, draining). It has no ledger rows: no candidate was tried.
-func (s *Server) reject(w http.ResponseWriter, r *http.Request, received time.Time, status int, typ, code, param, msg string) {
-	writeError(w, r, status, typ, code, param, msg)
-	s.opts.Observe.Rejected(status)
-	s.access.rejected(requestID(r.Context()), status, code, received)
+func (rj rejecter) reject(status int, typ, code, param, msg string) {
+	writeRouteError(rj.w, rj.r, rj.route, status, typ, code, param, msg)
+	rj.s.opts.Observe.Rejected(rj.route.String(), status)
+	rj.s.access.rejected(requestID(rj.r.Context()), rj.route, status, code, rj.received)
 }
 
 // finish answers a request the loop did not answer itself, once its outcome
@@ -128,7 +185,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *candidates.
 			return false
 		}
 		if req.Stream && out.ErrorType != report.ErrorTypeClientWriteTimeout {
-			endStream(w, out)
+			endStream(w, req.Route, out)
 		}
 		return true
 	case out.Relay != nil:
@@ -139,7 +196,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *candidates.
 	case out.ErrorType == report.ErrorTypeClientCancelled:
 		// Nobody is listening.
 	case out.ErrorType == report.ErrorTypeShutdown && out.Code == "":
-		writeError(w, r, http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", out.Message)
+		writeRouteError(w, r, req.Route, http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", out.Message)
 	default:
 		typ := typeUpstream
 		if out.StatusCode == http.StatusTooManyRequests {
@@ -150,14 +207,14 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *candidates.
 		if code == "" {
 			code = codeCandidatesExhausted
 		}
-		writeError(w, r, out.StatusCode, typ, code, "", out.Message)
+		writeRouteError(w, r, req.Route, out.StatusCode, typ, code, "", out.Message)
 	}
 	return false
 }
 
 // endStream ends a started stream with the error event; no [DONE] follows.
 // A client that stopped reading (client_write_timeout) is not written to.
-func endStream(w http.ResponseWriter, out *candidates.Outcome) {
+func endStream(w http.ResponseWriter, route upstream.Route, out *candidates.Outcome) {
 	msg := "the upstream stream was interrupted"
 	switch out.ErrorType {
 	case report.ErrorTypeShutdown:
@@ -165,7 +222,7 @@ func endStream(w http.ResponseWriter, out *candidates.Outcome) {
 	case report.ErrorTypeDeadline:
 		msg = "the request's deadline passed"
 	}
-	_, _ = w.Write(streamErrorEvent(msg))
+	_, _ = w.Write(streamErrorFrame(route, out.StatusCode, msg))
 	_ = http.NewResponseController(w).Flush()
 }
 

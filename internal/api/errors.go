@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/llmgw/gateway/internal/upstream"
+	"github.com/llmgw/gateway/internal/upstream/anthropicclient"
 )
 
 // Error types and codes of DESIGN section 4 (contract).
@@ -50,6 +53,50 @@ func writeError(w http.ResponseWriter, r *http.Request, status int, typ, code, p
 	h.Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeRouteError writes the error in the shape the route's clients read:
+// Anthropic's on /v1/messages, {"type":"error","error":{"type":...,
+// "message":...}} with the type its status stands for (a named param is put
+// before the message), OpenAI's everywhere else.
+func writeRouteError(w http.ResponseWriter, r *http.Request, route upstream.Route, status int, typ, code, param, msg string) {
+	if route != upstream.RouteMessages {
+		writeError(w, r, status, typ, code, param, msg)
+		return
+	}
+	if param != "" {
+		msg = param + ": " + msg
+	}
+	b := anthropicclient.ErrorBody(status, msg)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// streamErrorFrame is the frame that ends a stream cut after bytes reached
+// the client, in the route's stream format: Anthropic's event: error on
+// /v1/messages, the Responses API's error event on /v1/responses, the
+// chat error object otherwise.
+func streamErrorFrame(route upstream.Route, status int, msg string) []byte {
+	switch route {
+	case upstream.RouteMessages:
+		if status < 500 {
+			status = http.StatusBadGateway
+		}
+		return anthropicclient.ErrorEvent(nil, status, msg)
+	case upstream.RouteResponses:
+		b, _ := json.Marshal(struct {
+			Type    string  `json:"type"`
+			Code    string  `json:"code"`
+			Message string  `json:"message"`
+			Param   *string `json:"param"`
+		}{"error", "stream_interrupted", msg, nil})
+		out := append([]byte("event: error\ndata: "), b...)
+		return append(out, "\n\n"...)
+	}
+	return streamErrorEvent(msg)
 }
 
 // retryAfterSeconds renders a wait as whole seconds, at least 1.

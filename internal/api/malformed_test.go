@@ -258,5 +258,5 @@ func post(client *http.Client, url string) (string, int, []byte, error) {
 type panicCounter struct{ o *outcomes }
 
 func (p panicCounter) Planned(time.Duration) {}
-func (p panicCounter) Rejected(int)          {}
+func (p panicCounter) Rejected(string, int)  {}
 func (p panicCounter) Panic()                { p.o.panicked() }

@@ -109,7 +109,7 @@ models:
 	b.SetBytes(int64(len(chunkEvent)))
 	b.ResetTimer()
 	a, out := runner.Run(context.Background(), &candidates.Request{ID: uuid.New(), Model: "m", Stream: true,
-		Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Chat: chat})
+		Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Exchange: chat})
 	if a == nil {
 		b.Fatalf("nothing committed: %+v", out)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/secret"
+	"github.com/llmgw/gateway/internal/upstream"
 )
 
 // AdmissionStats is the admission view served at /admin/admission.
@@ -36,15 +37,15 @@ type HealthStats interface {
 // package); the attempt loop reports through candidates.Observer. Calls must
 // not block.
 type Observer interface {
-	Planned(d time.Duration) // time to plan a request's candidates
-	Rejected(status int)     // a request refused before planning
-	Panic()                  // a recovered panic
+	Planned(d time.Duration)           // time to plan a request's candidates
+	Rejected(route string, status int) // a request refused before planning, by client route
+	Panic()                            // a recovered panic
 }
 
 type nopObserver struct{}
 
 func (nopObserver) Planned(time.Duration) {}
-func (nopObserver) Rejected(int)          {}
+func (nopObserver) Rejected(string, int)  {}
 func (nopObserver) Panic()                {}
 
 // ReportStore is the record store as the API reads it; nil when records are off.
@@ -81,11 +82,12 @@ type Options struct {
 type Server struct {
 	opts     Options
 	router   chi.Router
-	chat     http.Handler    // chat completions with the middlewares, dispatched before the router
-	models   []byte          // pre-encoded /v1/models body
-	notReady atomic.Bool     // /readyz fails (shutdown began)
-	draining atomic.Bool     // new chat requests get 503
-	hardStop context.Context // parent of every request context; cancelled with candidates.ErrShutdown when the grace ends
+	chat     http.Handler                     // chat completions with the middlewares, dispatched before the router
+	others   [upstream.NumRoutes]http.Handler // the other API routes, likewise
+	models   []byte                           // pre-encoded /v1/models body
+	notReady atomic.Bool                      // /readyz fails (shutdown began)
+	draining atomic.Bool                      // new chat requests get 503
+	hardStop context.Context                  // parent of every request context; cancelled with candidates.ErrShutdown when the grace ends
 	stopAll  context.CancelCauseFunc
 	access   *accessLog // nil when off
 }
@@ -108,16 +110,22 @@ func New(opts Options) *Server {
 	r := chi.NewRouter()
 	middlewares := []func(http.Handler) http.Handler{withRequestID, recoverer(opts.Logger, opts.Observe.Panic)}
 	r.Use(middlewares...)
-	s.chat = chain(middlewares, chatHandler{s})
+	s.chat = chain(middlewares, apiHandler{s, upstream.RouteChat})
+	for _, rt := range []upstream.Route{upstream.RouteMessages, upstream.RouteEmbeddings, upstream.RouteResponses} {
+		s.others[rt] = chain(middlewares, apiHandler{s, rt})
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusNotFound, typeInvalidRequest, codeNotFound, "", "no route for "+r.Method+" "+r.URL.Path)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusMethodNotAllowed, typeInvalidRequest, codeMethodNotAllowed, "", "method "+r.Method+" not allowed on "+r.URL.Path)
 	})
-	// ServeHTTP takes every POST here; the route makes chi answer 405 to the
-	// other methods on the path.
-	r.Method(http.MethodPost, chatPath, chatHandler{s})
+	// ServeHTTP takes every POST here; the routes make chi answer 405 to
+	// the other methods on the paths.
+	r.Method(http.MethodPost, chatPath, apiHandler{s, upstream.RouteChat})
+	for rt := upstream.RouteMessages; rt < upstream.NumRoutes; rt++ {
+		r.Method(http.MethodPost, apiPaths[rt], apiHandler{s, rt})
+	}
 	r.Get("/v1/models", s.listModels)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -159,15 +167,41 @@ func (s *Server) SetTestHook(f func(point string)) {
 // fits in an 8 KiB goroutine stack instead of 16 KiB, 16 MiB less with 2,000
 // streams open.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost && r.URL.Path == chatPath && r.URL.RawPath == "" {
-		s.chat.ServeHTTP(w, r)
-		return
+	if r.Method == http.MethodPost && r.URL.RawPath == "" {
+		if r.URL.Path == chatPath {
+			s.chat.ServeHTTP(w, r)
+			return
+		}
+		if rt := otherRoute(r.URL.Path); rt != upstream.RouteChat {
+			s.others[rt].ServeHTTP(w, r)
+			return
+		}
 	}
 	s.router.ServeHTTP(w, r)
 }
 
-// chatPath is the one route ServeHTTP dispatches itself.
+// chatPath is the route ServeHTTP tests first.
 const chatPath = "/v1/chat/completions"
+
+// apiPaths are the other client routes' paths.
+var apiPaths = [upstream.NumRoutes]string{
+	upstream.RouteChat: chatPath, upstream.RouteMessages: "/v1/messages",
+	upstream.RouteEmbeddings: "/v1/embeddings", upstream.RouteResponses: "/v1/responses",
+}
+
+// otherRoute is the client route of an API path other than chat's, or
+// RouteChat for a path that is none.
+func otherRoute(path string) upstream.Route {
+	switch path {
+	case "/v1/messages":
+		return upstream.RouteMessages
+	case "/v1/embeddings":
+		return upstream.RouteEmbeddings
+	case "/v1/responses":
+		return upstream.RouteResponses
+	}
+	return upstream.RouteChat
+}
 
 // chain wraps h in middlewares, the first outermost, as chi's Use does.
 func chain(middlewares []func(http.Handler) http.Handler, h http.Handler) http.Handler {

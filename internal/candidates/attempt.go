@@ -1,7 +1,6 @@
 package candidates
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -39,6 +38,13 @@ type Attempt struct {
 	watch    *watchdog.Watch
 	hold     watchdog.Hold
 	resp     *http.Response
+	call     upstream.Call         // built by the request's exchange before admission
+	rd       upstream.Reader       // reads the answer for the client
+	pass     upstream.PassReader   // rd when nothing is translated
+	out      []byte                // a translating reader's output, reused per event
+	later    error                 // an error that came with bytes still to relay
+	ended    bool                  // the body ended; End was asked for its bytes
+	clen     int64                 // a translated body's length; -1: the provider's
 	events   *upstream.EventReader // streams
 	buf      *[]byte               // non-stream: pooled read buffer
 	first    []byte                // the held bytes: the first event(s), or the first body bytes
@@ -81,14 +87,19 @@ func (a *Attempt) open(parent context.Context) error {
 		watch := a.watch
 		a.unwatch = context.AfterFunc(h.Cooled(), func() { watch.Abandon(health.ErrCooling) })
 	}
-	resp, err := w.r.Upstreams[prov.Name].Send(a.ctx, &upstream.Call{
-		URL: prov.ChatURL, Key: c.Target.Key, Extra: prov.Headers, ClientHeader: w.req.Header,
-		Body: w.req.Chat.WithModel(c.Model), Stream: w.req.Stream,
-	})
+	ep := prov.Endpoint
+	a.call.Key, a.call.Auth, a.call.Extra, a.call.Defaults = c.Target.Key, ep.Auth, ep.Extra, ep.Defaults
+	a.call.ClientHeader, a.call.Stream = w.req.Header, w.req.Stream
+	resp, err := w.r.Upstreams[prov.Name].Send(a.ctx, &a.call)
 	if err != nil {
+		var se *upstream.StatusError
+		if errors.As(err, &se) && se.ClientFault() {
+			w.req.Exchange.Relayed(ep, se) // relayed in the client's format
+		}
 		return cause(a.ctx, err)
 	}
 	a.resp = resp
+	a.rd = w.req.Exchange.Reader(ep, &a.pass)
 	if !w.req.Stream {
 		a.fb = w.r.now().Sub(a.admitted)
 		return a.openBody()
@@ -110,8 +121,14 @@ func (a *Attempt) open(parent context.Context) error {
 		if comment {
 			continue // the client sees nothing until a candidate really starts
 		}
-		if upstream.EventIsError(ev) {
-			return streamErrorObject(ev)
+		out, err := a.event(ev, false)
+		if err != nil {
+			return eventError(err)
+		}
+		if len(out) == 0 {
+			// A translated event with nothing for the client (Anthropic's
+			// message_start, ping): not a first byte.
+			continue
 		}
 		if !a.watch.FirstByte() {
 			if a.ctx.Err() != nil {
@@ -121,12 +138,38 @@ func (a *Attempt) open(parent context.Context) error {
 		}
 		a.stopWatching()
 		a.fb = w.r.now().Sub(a.admitted)
-		if prov.CommitEvents <= 1 || upstream.EventIsDone(ev) {
-			a.first = ev
+		if prov.CommitEvents <= 1 || a.rd.Done() {
+			a.first = out
 			return nil
 		}
-		return a.holdEvents(ev, prov)
+		return a.holdEvents(out, prov)
 	}
+}
+
+// event has the reader turn one provider event into client bytes. A
+// pass-through reader returns ev itself; a translating one appends to the
+// attempt's own buffer, which it keeps.
+func (a *Attempt) event(ev []byte, committed bool) ([]byte, error) {
+	out, err := a.rd.Event(a.out[:0], ev, committed)
+	if a.rd != upstream.Reader(&a.pass) {
+		a.out = out
+	}
+	return out, err
+}
+
+// eventError is the error of an event read before the commit point: an
+// error event fails over as an error object, anything else is the
+// provider's protocol error.
+func eventError(err error) error {
+	var ee *upstream.EventError
+	if errors.As(err, &ee) {
+		return &StreamErrorObject{Data: ee.Data}
+	}
+	var pe *upstream.ProtocolError
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &upstream.ProtocolError{Err: err}
 }
 
 // eventRead is one event read by a goroutine while the attempt held events.
@@ -172,14 +215,20 @@ func (a *Attempt) holdEvents(first []byte, prov *Provider) error {
 			return a.cutBeforeCommit(r.err)
 		}
 		a.watch.Activity()
+		out := r.ev
 		if !r.comment {
-			if upstream.EventIsError(r.ev) {
-				return streamErrorObject(r.ev)
+			var err error
+			if out, err = a.event(r.ev, false); err != nil {
+				return eventError(err)
 			}
-			n++
+			if len(out) > 0 {
+				n++
+			}
+		} else if a.rd != upstream.Reader(&a.pass) {
+			continue // a translated stream has no place for the provider's comments
 		}
-		a.held = append(a.held, r.ev...)
-		if upstream.EventIsDone(r.ev) {
+		a.held = append(a.held, out...)
+		if a.rd.Done() {
 			break
 		}
 	}
@@ -210,17 +259,14 @@ func (a *Attempt) cutBeforeCommit(err error) error {
 	return &StreamCutError{Err: err}
 }
 
-// streamErrorObject is the error of an event carrying an error object
-// before the commit point; its data goes on record.
-func streamErrorObject(ev []byte) error {
-	return &StreamErrorObject{Data: string(bytes.TrimSpace(ev))}
-}
-
 var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // openBody reads a non-streaming answer's first bytes, so that a body that
 // fails at once can still fail over.
 func (a *Attempt) openBody() error {
+	if a.rd.Whole() {
+		return a.openWhole()
+	}
 	a.buf = bodyBufs.Get().(*[]byte)
 	n, err := a.resp.Body.Read(*a.buf)
 	switch {
@@ -236,6 +282,25 @@ func (a *Attempt) openBody() error {
 	return nil
 }
 
+// openWhole reads a body to be translated: whole, bounded, before
+// anything reaches the client, so a body that cannot be translated still
+// fails over.
+func (a *Attempt) openWhole() error {
+	b, err := io.ReadAll(io.LimitReader(a.resp.Body, upstream.MaxWholeBody+1))
+	if err != nil {
+		return a.readError(err)
+	}
+	if len(b) > upstream.MaxWholeBody {
+		return &upstream.ProtocolError{Err: errors.New("answer larger than 16 MiB to translate")}
+	}
+	out, err := a.rd.Body(b)
+	if err != nil {
+		return eventError(err)
+	}
+	a.first, a.eof, a.clen = out, true, int64(len(out))
+	return nil
+}
+
 // committed reports whether the attempt passed its commit point.
 func (a *Attempt) committed() bool { return a.first != nil || a.eof }
 
@@ -245,8 +310,14 @@ func (a *Attempt) Status() int { return a.resp.StatusCode }
 // Header is the upstream's response header of the committed answer.
 func (a *Attempt) Header() http.Header { return a.resp.Header }
 
-// ContentLength is the upstream's Content-Length, -1 when unknown.
-func (a *Attempt) ContentLength() int64 { return a.resp.ContentLength }
+// ContentLength is the answer's Content-Length, -1 when unknown: a
+// translated body's own, else the upstream's.
+func (a *Attempt) ContentLength() int64 {
+	if a.clen >= 0 {
+		return a.clen
+	}
+	return a.resp.ContentLength
+}
 
 // Stream reports whether the answer is an event stream.
 func (a *Attempt) Stream() bool { return a.events != nil }
@@ -282,27 +353,7 @@ func (a *Attempt) Sent() {
 // until the next call.
 func (a *Attempt) Next() ([]byte, error) {
 	if a.events != nil {
-		var ev []byte
-		var err error
-		if a.pending {
-			// The read holdEvents had in flight when its time was up.
-			r := <-a.reads
-			a.pending = false
-			ev, err = r.ev, r.err
-		} else {
-			ev, _, err = a.events.Next()
-		}
-		if err != nil {
-			if err == io.EOF {
-				return nil, io.EOF
-			}
-			return nil, a.readError(err)
-		}
-		a.watch.Activity()
-		if u, ok := upstream.EventUsage(ev); ok {
-			a.usage, a.hasUsage = u, true
-		}
-		return ev, nil
+		return a.nextEvent()
 	}
 	if a.eof {
 		return nil, io.EOF
@@ -321,6 +372,54 @@ func (a *Attempt) Next() ([]byte, error) {
 		return (*a.buf)[:0], nil
 	}
 	return nil, a.readError(err)
+}
+
+// nextEvent returns the next bytes of a stream for the client: a
+// pass-through event as read, or what a translated one makes (events that
+// make nothing are skipped).
+func (a *Attempt) nextEvent() ([]byte, error) {
+	for {
+		if err := a.later; err != nil {
+			a.later = nil
+			return nil, err
+		}
+		var ev []byte
+		var err error
+		if a.pending {
+			// The read holdEvents had in flight when its time was up.
+			r := <-a.reads
+			a.pending = false
+			ev, err = r.ev, r.err
+		} else {
+			ev, _, err = a.events.Next()
+		}
+		if err != nil {
+			if err == io.EOF {
+				if !a.ended && !a.rd.Done() {
+					a.ended = true
+					if b := a.rd.End(a.out[:0]); len(b) > 0 {
+						a.out = b
+						return b, nil
+					}
+				}
+				return nil, io.EOF
+			}
+			return nil, a.readError(err)
+		}
+		a.watch.Activity()
+		out, err := a.event(ev, true)
+		if err != nil {
+			// After the commit point an error event ends a translated
+			// stream; what came before it in ev goes out first.
+			if len(out) == 0 {
+				return nil, &upstream.ProtocolError{Err: err}
+			}
+			a.later = &upstream.ProtocolError{Err: err}
+		}
+		if len(out) > 0 {
+			return out, nil
+		}
+	}
 }
 
 // readError turns a failed read of the upstream body into the attempt's
@@ -352,8 +451,12 @@ func (a *Attempt) Finish(err error) *Outcome {
 	if err == io.EOF {
 		err = nil
 	}
-	if a.events == nil && err == nil {
-		a.usage, a.hasUsage = upstream.TailUsage(a.tail)
+	switch {
+	case a.rd == nil:
+	case a.events != nil || a.clen >= 0:
+		a.usage, a.hasUsage = a.rd.Usage()
+	case err == nil:
+		a.usage, a.hasUsage = a.rd.TailUsage(a.tail)
 	}
 	a.close()
 	w.end(a, err)
@@ -430,8 +533,9 @@ func (a *Attempt) stopWatching() {
 
 // reset readies the attempt for candidate i's try.
 func (a *Attempt) reset(i int, lease *admission.Lease, admitted time.Time) {
-	w, tail, held := a.w, a.tail[:0], a.held[:0]
-	*a = Attempt{w: w, i: i, lease: lease, admitted: admitted, tail: tail, held: held}
+	w, tail, held, out := a.w, a.tail[:0], a.held[:0], a.out[:0]
+	// The call was built before admission (Runner.build): it stays.
+	*a = Attempt{w: w, i: i, lease: lease, admitted: admitted, tail: tail, held: held, out: out, call: a.call, clen: -1}
 }
 
 // cause replaces a bare cancellation error with why the context ended: a

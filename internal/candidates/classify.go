@@ -71,8 +71,15 @@ func Classify(err error, committed bool, ended error) Failure {
 		ce  *upstream.ConnectError
 		cut *StreamCutError
 		obj *StreamErrorObject
+		ref *RefusedError
 	)
 	switch {
+	case errors.As(err, &ref):
+		// The gateway refused to translate the request for this provider:
+		// like a provider's 400, every provider of the format would.
+		f := Failure{Status: report.CandidateFailed, Code: http.StatusBadRequest, ErrorType: ErrorTypeTranslationRefused,
+			Message: ref.Error(), RequestStatus: report.RequestFailed, RequestCode: http.StatusBadRequest, Relay: ref.Reply}
+		return f
 	case ended != nil && errors.Is(ended, ErrDeadline) && (errors.Is(err, ErrDeadline) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
 		return deadlineFailure()
@@ -132,6 +139,24 @@ func (f Failure) Verdict() health.Verdict {
 		v.RetryAfter = f.RetryAfter
 	}
 	return v
+}
+
+// ErrorTypeTranslationRefused is the error_type of a candidate whose
+// provider format cannot express the request (a field with no equivalent).
+const ErrorTypeTranslationRefused = "translation_refused"
+
+// RefusedError is a request the candidate's provider format cannot
+// express; Reply is the client's 400 in its own format.
+type RefusedError struct {
+	Err   *upstream.RequestError
+	Reply *upstream.StatusError
+}
+
+func (e *RefusedError) Error() string {
+	if e.Err.Param != "" {
+		return "request not translatable: " + e.Err.Param + ": " + e.Err.Message
+	}
+	return "request not translatable: " + e.Err.Message
 }
 
 // StreamCutError is a stream that ended or broke after its first event but

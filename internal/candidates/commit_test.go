@@ -66,7 +66,7 @@ func commitRun(t *testing.T, h *healthRig, s streams) (string, *Outcome, []strin
 	h.run.Record = l
 	plan, _ := h.plan.Plan("m")
 	a, out := h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true,
-		Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Chat: chatOf("m")})
+		Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Exchange: chatOf("m")})
 	var sb strings.Builder
 	if a != nil {
 		out = relayTo(&sb, a)
@@ -140,7 +140,7 @@ func TestCommitWithin(t *testing.T) {
 	plan, _ := h.plan.Plan("m")
 	start := time.Now()
 	a, out := h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true,
-		Priority: admission.Interactive, Received: start, Candidates: plan, Chat: chatOf("m")})
+		Priority: admission.Interactive, Received: start, Candidates: plan, Exchange: chatOf("m")})
 	if a == nil {
 		t.Fatalf("nothing committed: %+v", out)
 	}

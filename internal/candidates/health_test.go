@@ -147,7 +147,7 @@ func (h *healthRig) do(t *testing.T, ex *scripted) []string {
 	h.run.Record = l
 	h.run.Upstreams = ex.senders("a", "b")
 	runAll(h.run, &Request{ID: uuid.New(), Model: "m", Priority: admission.Interactive,
-		Received: h.clock.Now(), Candidates: plan, Chat: chatOf("m")})
+		Received: h.clock.Now(), Candidates: plan, Exchange: chatOf("m")})
 	var rows []string
 	for i := range plan {
 		c := l.cands[i]

@@ -36,6 +36,7 @@ type landing struct {
 	f        *flight
 	queued   time.Time // when it asked for its slots
 	admitErr error     // no slots: the admission error
+	refused  error     // the request cannot be built for this provider: no attempt
 	err      error     // the attempt's error; nil: it committed
 	panicked any       // a panic on the flight's goroutine, re-raised by the walk
 }
@@ -122,9 +123,17 @@ func (h *hedging) launch(hedge bool) bool {
 
 func (h *hedging) start(i int, hedge bool) {
 	w := h.w
-	w.starting(i)
 	actx, cancel := context.WithCancelCause(h.ctx)
 	f := &flight{a: &Attempt{w: w, i: i, release: cancel}, cancel: cancel, hedge: hedge}
+	if err := w.build(f.a, i); err != nil {
+		// Built on this goroutine (the exchange is not shared); a refusal
+		// lands at once, without an attempt.
+		w.current = i
+		h.flying = append(h.flying, f)
+		h.landed <- landing{f: f, refused: err}
+		return
+	}
+	w.starting(i)
 	// No longer available: a request that ends meanwhile must not mark it
 	// unused (it did call, or queue for, its provider). The pending record
 	// itself is written when the flight lands with its slots.
@@ -169,6 +178,15 @@ func (h *hedging) land(l landing) (done bool) {
 	w.current = f.a.i
 	if l.panicked != nil {
 		panic(l.panicked) // recordPanic releases this flight and the others
+	}
+	if l.refused != nil {
+		f.cancel(nil)
+		done = w.apply(f.a.i, Classify(l.refused, false, nil), false)
+		h.landing = nil
+		if done {
+			h.cancelAll()
+		}
+		return done
 	}
 	if l.admitErr != nil {
 		f.cancel(nil)                         // no attempt to close: release the flight's context here

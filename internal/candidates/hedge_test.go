@@ -88,7 +88,7 @@ func hedgeRun(t *testing.T, h *healthRig, a, b Sender) (string, time.Duration, [
 	h.run.Record = l
 	start := time.Now()
 	att, _ := h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true,
-		Priority: admission.Interactive, Received: start, Candidates: plan, Chat: chatOf("m"), Hedge: pol.Hedge})
+		Priority: admission.Interactive, Received: start, Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge})
 	took := time.Since(start)
 	var sb strings.Builder
 	if att != nil {
@@ -200,7 +200,7 @@ func TestWaitingAttemptLeavesACoolingTarget(t *testing.T) {
 	run := func(id uuid.UUID) {
 		plan, _ := h.plan.Plan("m")
 		att, _ := h.run.Run(context.Background(), &Request{ID: id, Model: "m", Stream: true,
-			Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Chat: chatOf("m")})
+			Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Exchange: chatOf("m")})
 		if att != nil {
 			att.Sent()
 			for {

@@ -50,13 +50,37 @@ type Request struct {
 	Priority        admission.Priority
 	Received        time.Time
 	Candidates      []Candidate
-	Chat            *upstream.ChatRequest // the body, replayed for each attempt with its model
-	Header          http.Header           // the client's request headers (filtered by upstream.Send)
+	// Route is the client API the request came in on (chat, messages,
+	// embeddings, responses), for records and metrics.
+	Route upstream.Route
+	// Exchange builds each attempt's body for its provider and reads its
+	// answer; the loop learns no wire format.
+	Exchange Exchange
+	Header   http.Header // the client's request headers (filtered by upstream.Send)
 	// Deadline, when set, bounds every attempt, queue wait and the relay:
 	// past it the request ends with deadline_exceeded.
 	Deadline time.Time
 	// Hedge is the route's hedging; the zero value is off.
 	Hedge Hedge
+}
+
+// Exchange is a request's wire format as the loop sees it (implemented by
+// *upstream.ChatRequest): the body of each attempt, addressed to the
+// candidate's provider and model, and how to read its answer.
+type Exchange interface {
+	// Build sets call's URL and Body for an attempt on ep with the upstream
+	// model. A *upstream.RequestError means the request cannot be
+	// expressed in ep's format: the client's fault, which ends the request
+	// with 400 (no failover).
+	Build(ep *upstream.Endpoint, model string, call *upstream.Call) error
+	// Reader reads the answer of an attempt on ep; pass is the attempt's
+	// own pass-through reader, so the common path allocates nothing.
+	Reader(ep *upstream.Endpoint, pass *upstream.PassReader) upstream.Reader
+	// Refusal is the client's 400 answer to a refused Build.
+	Refusal(re *upstream.RequestError) *upstream.StatusError
+	// Relayed rewrites a provider's client-fault answer into the client's
+	// format before it is relayed.
+	Relayed(ep *upstream.Endpoint, se *upstream.StatusError)
 }
 
 // Outcome is how a request ended. When Committed is false the caller writes
@@ -84,9 +108,9 @@ type Observer interface {
 	CandidateDone(c *Candidate, status, errorType string, d time.Duration)
 	FirstByte(c *Candidate, d time.Duration)
 	GlobalHeld(d time.Duration)
-	WatchdogFired(c *Candidate, kind string) // first_byte, idle, total
-	RequestDone(route, status string, code int, d time.Duration)
-	Enqueued(d time.Duration) // time to hand the final request record to the recorder
+	WatchdogFired(c *Candidate, kind string)                            // first_byte, idle, total
+	RequestDone(model, route, status string, code int, d time.Duration) // route: the client route (chat, messages, ...)
+	Enqueued(d time.Duration)                                           // time to hand the final request record to the recorder
 	RetryBudgetExhausted(c *Candidate)
 	HedgeDone(c *Candidate, result string) // a hedge attempt won, lost or failed
 }
@@ -261,6 +285,11 @@ func (w *walk) stopGone(ctx context.Context, i int) { w.stop(i, w.clientGone(ctx
 // attempt tries candidate i up to the commit point and reports whether the
 // request is settled: committed, or ended without a commit.
 func (w *walk) attempt(ctx context.Context, i int) (done bool) {
+	if err := w.build(&w.att, i); err != nil {
+		// Refused before any slot is taken: the client's fault.
+		w.current = i
+		return w.apply(i, Classify(err, false, nil), false)
+	}
 	lease, done := w.admit(ctx, i)
 	if lease == nil {
 		return done
@@ -272,6 +301,20 @@ func (w *walk) attempt(ctx context.Context, i int) (done bool) {
 	}
 	a.close()
 	return w.end(a, err)
+}
+
+// build has the request's exchange address a's call to candidate i; a
+// refused translation is returned as a *RefusedError.
+func (w *walk) build(a *Attempt, i int) error {
+	c := &w.req.Candidates[i]
+	if err := w.req.Exchange.Build(c.Target.Provider.Endpoint, c.Model, &a.call); err != nil {
+		var re *upstream.RequestError
+		if !errors.As(err, &re) {
+			re = &upstream.RequestError{Message: err.Error()}
+		}
+		return &RefusedError{Err: re, Reply: w.req.Exchange.Refusal(re)}
+	}
+	return nil
 }
 
 // admit acquires candidate i's slots. Without a lease, done reports whether

@@ -27,13 +27,13 @@ func (o panicObserver) AdmissionWait(*Candidate, time.Duration, error) { o.maybe
 func (o panicObserver) CandidateDone(*Candidate, string, string, time.Duration) {
 	o.maybe("candidate_done")
 }
-func (o panicObserver) FirstByte(*Candidate, time.Duration)            { o.maybe("first_byte") }
-func (o panicObserver) GlobalHeld(time.Duration)                       {}
-func (o panicObserver) WatchdogFired(*Candidate, string)               {}
-func (o panicObserver) RequestDone(string, string, int, time.Duration) {}
-func (o panicObserver) Enqueued(time.Duration)                         {}
-func (o panicObserver) RetryBudgetExhausted(*Candidate)                {}
-func (o panicObserver) HedgeDone(*Candidate, string)                   {}
+func (o panicObserver) FirstByte(*Candidate, time.Duration)                    { o.maybe("first_byte") }
+func (o panicObserver) GlobalHeld(time.Duration)                               {}
+func (o panicObserver) WatchdogFired(*Candidate, string)                       {}
+func (o panicObserver) RequestDone(string, string, string, int, time.Duration) {}
+func (o panicObserver) Enqueued(time.Duration)                                 {}
+func (o panicObserver) RetryBudgetExhausted(*Candidate)                        {}
+func (o panicObserver) HedgeDone(*Candidate, string)                           {}
 
 // ledger keeps the last record of each row.
 type ledger struct {
@@ -134,7 +134,7 @@ models:
 					}
 				}()
 				runAll(r, &Request{ID: uuid.New(), Model: "m", Priority: admission.Interactive,
-					Received: time.Now(), Candidates: plan, Chat: chatOf("m")})
+					Received: time.Now(), Candidates: plan, Exchange: chatOf("m")})
 			}()
 			if !sched.Idle() {
 				t.Fatalf("slots held after a panic at %s: %+v", at, sched.Stats().Global)

@@ -15,18 +15,27 @@ import (
 
 	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/secret"
+	"github.com/llmgw/gateway/internal/upstream"
 )
 
 // ErrModelNotFound is returned by Plan for a model no route names.
 var ErrModelNotFound = errors.New("model not found")
 
+// ErrRouteNotServed is returned by PlanRoute for a model none of whose
+// providers can serve the client route (embeddings or responses on a model
+// whose candidates are all anthropic).
+var ErrRouteNotServed = errors.New("no provider of the model serves this route")
+
 // Provider is a provider of the routes file with its settings resolved.
 type Provider struct {
-	Name           string
-	Format         string
-	Origin         string // scheme://host[:port], never a path or credential
-	ChatURL        string // base_url + /chat/completions + configured query
-	Headers        http.Header
+	Name    string
+	Format  string
+	Origin  string // scheme://host[:port], never a path or credential
+	ChatURL string // where chat requests go: base_url + /chat/completions (or /messages) + query
+	Headers http.Header
+	// Endpoint addresses the provider for every client route its format
+	// serves (URLs, auth, headers); the request's Exchange reads it.
+	Endpoint       *upstream.Endpoint
 	MaxConcurrency int
 	QueueBudget    time.Duration
 	ConnectTimeout time.Duration
@@ -70,10 +79,12 @@ type entry struct {
 }
 
 type route struct {
-	name         string
-	tiers        [][]*entry // ascending priority
-	size         int        // candidates per plan
-	leastLatency bool       // order each tier by first-byte EWMA
+	name string
+	// per client route, the entries whose format serves it, in tiers of
+	// ascending priority, and how many candidates a plan holds
+	tiers        [upstream.NumRoutes][][]*entry
+	size         [upstream.NumRoutes]int
+	leastLatency bool // order each tier by first-byte EWMA
 	deadline     time.Duration
 	hedge        Hedge
 }
@@ -142,11 +153,21 @@ func NewPlanner(r *Routes, opts PlannerOptions) (*Planner, error) {
 				prios = append(prios, ec.Priority)
 			}
 			byPrio[ec.Priority] = append(byPrio[ec.Priority], e)
-			rt.size += len(prov.Targets)
 		}
 		sort.Ints(prios)
-		for _, pr := range prios {
-			rt.tiers = append(rt.tiers, byPrio[pr])
+		for cr := range upstream.NumRoutes {
+			for _, pr := range prios {
+				var tier []*entry
+				for _, e := range byPrio[pr] {
+					if e.provider.Endpoint.Serves(cr) {
+						tier = append(tier, e)
+						rt.size[cr] += len(e.provider.Targets)
+					}
+				}
+				if len(tier) > 0 {
+					rt.tiers[cr] = append(rt.tiers[cr], tier)
+				}
+			}
 		}
 		p.routes[mc.Name] = rt
 		p.models = append(p.models, mc.Name)
@@ -160,25 +181,17 @@ func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error)
 		return nil, fmt.Errorf("provider %q: base_url: %w", pc.Name, err)
 	}
 	origin := u.Scheme + "://" + u.Host
-	chat := *u
-	chat.Path = trimSlash(u.Path) + "/chat/completions"
-	q := chat.Query()
-	for k, v := range pc.Query {
-		q.Set(k, v)
-	}
-	chat.RawQuery = q.Encode()
-	h := http.Header{}
-	for k, v := range pc.Headers {
-		if v != "" { // an unset ${VAR} leaves the header out rather than empty
-			h.Set(k, v)
-		}
+	ep, err := upstream.NewEndpoint(pc.Format, pc.BaseURL, pc.Query, authOf(pc.Auth), pc.Headers, int64(pc.DefaultMaxTokens))
+	if err != nil {
+		return nil, fmt.Errorf("provider %q: %w", pc.Name, err)
 	}
 	prov := &Provider{
+		Endpoint:       ep,
 		Name:           pc.Name,
 		Format:         pc.Format,
 		Origin:         origin,
-		ChatURL:        chat.String(),
-		Headers:        h,
+		ChatURL:        ep.URLs[upstream.RouteChat],
+		Headers:        ep.Extra,
 		MaxConcurrency: pc.MaxConcurrency,
 		QueueBudget:    orDefault(time.Duration(pc.QueueBudget), opts.DefaultQueueBudget),
 		ConnectTimeout: orDefault(time.Duration(pc.Timeouts.Connect), DefaultConnectTimeout),
@@ -198,9 +211,16 @@ func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error)
 	// only a bug loses one. Its lease outlasts the longest legitimate
 	// attempt (a non-streaming answer may take the whole total timeout).
 	prov.Health.ProbeLease = prov.QueueBudget + prov.ConnectTimeout + max(prov.FirstByte, prov.Total) + 5*time.Second
-	for i, k := range pc.APIKeys {
+	keys := pc.APIKeys
+	if ep.Auth.Style == upstream.AuthNone {
+		keys = []secret.String{secret.New("")} // one target, no key
+	}
+	for i, k := range keys {
 		fp := sha256.Sum256([]byte(k.Reveal()))
 		keyID := fmt.Sprintf("key%d-%s", i, hex.EncodeToString(fp[:4]))
+		if ep.Auth.Style == upstream.AuthNone {
+			keyID = "nokey"
+		}
 		id := sha256.Sum256([]byte(prov.Name + "\x00" + origin + "\x00" + hex.EncodeToString(fp[:])))
 		t := &Target{ID: hex.EncodeToString(id[:8]), Provider: prov, KeyID: keyID, Key: k}
 		t.Health = opts.Health.Add(prov.Name, t.ID, keyID, prov.Health)
@@ -209,11 +229,17 @@ func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error)
 	return prov, nil
 }
 
-func trimSlash(s string) string {
-	for len(s) > 0 && s[len(s)-1] == '/' {
-		s = s[:len(s)-1]
+// authOf resolves the routes file's auth (validated, default filled in).
+func authOf(a AuthConfig) upstream.Auth {
+	switch a.Style {
+	case AuthXAPIKey:
+		return upstream.Auth{Style: upstream.AuthXAPIKey}
+	case AuthNone:
+		return upstream.Auth{Style: upstream.AuthNone}
+	case AuthHeader:
+		return upstream.Auth{Style: upstream.AuthHeader, Header: a.Header}
 	}
-	return s
+	return upstream.Auth{Style: upstream.AuthBearer}
 }
 
 func orDefault(v, def time.Duration) time.Duration {
@@ -256,17 +282,26 @@ func (p *Planner) Plan(model string) ([]Candidate, error) {
 
 // PlanPolicy is Plan that also returns the route's policy.
 func (p *Planner) PlanPolicy(model string) (Policy, []Candidate, error) {
+	return p.PlanRoute(model, upstream.RouteChat)
+}
+
+// PlanRoute plans a request of the client route cr: only the candidates
+// whose provider format can serve it (ErrRouteNotServed when none can).
+func (p *Planner) PlanRoute(model string, cr upstream.Route) (Policy, []Candidate, error) {
 	rt := p.routes[model]
 	if rt == nil {
 		return Policy{}, nil, ErrModelNotFound
 	}
-	return Policy{Deadline: rt.deadline, Hedge: rt.hedge}, p.plan(rt), nil
+	if rt.size[cr] == 0 {
+		return Policy{}, nil, ErrRouteNotServed
+	}
+	return Policy{Deadline: rt.deadline, Hedge: rt.hedge}, p.plan(rt, cr), nil
 }
 
-func (p *Planner) plan(rt *route) []Candidate {
-	out := make([]Candidate, 0, rt.size)
+func (p *Planner) plan(rt *route, cr upstream.Route) []Candidate {
+	out := make([]Candidate, 0, rt.size[cr])
 	var order [8]*entry // most tiers are small; avoids an allocation
-	for _, tier := range rt.tiers {
+	for _, tier := range rt.tiers[cr] {
 		drawn := append(order[:0], tier...)
 		p.shuffleWeighted(drawn)
 		first := len(out)

@@ -159,7 +159,7 @@ func raceRun(t *testing.T, h *healthRig, ctx context.Context, up map[string]Send
 	l := &ledger{cands: map[int]report.Candidate{}}
 	h.run.Record = l
 	req := &Request{ID: uuid.New(), Model: "m", Stream: true, Priority: admission.Interactive,
-		Received: time.Now(), Candidates: plan, Chat: chatOf("m"), Hedge: pol.Hedge}
+		Received: time.Now(), Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge}
 	if edit != nil {
 		edit(req)
 	}
@@ -471,7 +471,7 @@ func TestHedgedFlightPanics(t *testing.T) {
 				h.run.Upstreams = map[string]Sender{"a": a, "b": &slowStream{delay: time.Hour}}
 				pol, plan, _ := h.plan.PlanPolicy("m")
 				h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true, Priority: admission.Interactive,
-					Received: time.Now(), Candidates: plan, Chat: chatOf("m"), Hedge: pol.Hedge})
+					Received: time.Now(), Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge})
 			}()
 			if got := rowsOf(l, 2); got != tt.rows {
 				t.Fatalf("rows %s, want %s", got, tt.rows)
@@ -565,7 +565,7 @@ func TestHoldWithinCommittedThenEnded(t *testing.T) {
 			h.run.Record = l
 			plan, _ := h.plan.Plan("m")
 			att, out := h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true,
-				Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Chat: chatOf("m")})
+				Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Exchange: chatOf("m")})
 			if att == nil || string(att.First()) != ev1 {
 				t.Fatalf("nothing committed at within: %+v", out)
 			}
@@ -615,7 +615,7 @@ func TestHedgeWinnerFinish(t *testing.T) {
 	h.run.Record = l
 	pol, plan, _ := h.plan.PlanPolicy("m")
 	att, out := h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true,
-		Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Chat: chatOf("m"), Hedge: pol.Hedge})
+		Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge})
 	if att == nil {
 		t.Fatalf("nothing committed: %+v", out)
 	}
@@ -671,7 +671,7 @@ func TestHedgedWalkPanicReleasesLeases(t *testing.T) {
 					}
 				}()
 				h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true, Priority: admission.Interactive,
-					Received: time.Now(), Candidates: plan, Chat: chatOf("m"), Hedge: pol.Hedge})
+					Received: time.Now(), Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge})
 			}()
 			if !h.sched.Idle() {
 				t.Fatalf("a lease outlived the panic: %+v", h.sched.Stats().Global)
@@ -796,7 +796,7 @@ func TestHedgedFlightLeavesACoolingTarget(t *testing.T) {
 	run := func(id uuid.UUID) *Outcome {
 		pol, plan, _ := h.plan.PlanPolicy("m")
 		att, out := h.run.Run(context.Background(), &Request{ID: id, Model: "m", Stream: true, Priority: admission.Interactive,
-			Received: time.Now(), Candidates: plan, Chat: chatOf("m"), Hedge: pol.Hedge})
+			Received: time.Now(), Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge})
 		if att == nil {
 			return out
 		}

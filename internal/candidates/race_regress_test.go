@@ -50,7 +50,7 @@ func TestHedgeWinnerReleasedByLatePanic(t *testing.T) {
 			}
 		}()
 		h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true, Priority: admission.Interactive,
-			Received: time.Now(), Candidates: plan, Chat: chatOf("m"), Hedge: pol.Hedge})
+			Received: time.Now(), Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge})
 	}()
 	t.Logf("rows %s, request %s/%s", rowsOf(l, 2), l.req.Status, l.req.ErrorType)
 	if !h.sched.Idle() {

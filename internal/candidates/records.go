@@ -15,7 +15,7 @@ func (w *walk) recordPlanned() {
 	req := w.req
 	w.r.Record.RecordRequest(report.Request{
 		ID: req.ID, ClientRequestID: req.ClientRequestID, CreatedAt: req.Received,
-		Model: req.Model, Stream: req.Stream, Client: req.Client, Priority: req.Priority.String(),
+		Model: req.Model, Route: req.Route.String(), Stream: req.Stream, Client: req.Client, Priority: req.Priority.String(),
 		Status: report.RequestPending, CandidateCount: len(req.Candidates),
 	})
 	w.rows = make([]report.Candidate, len(req.Candidates))
@@ -40,7 +40,7 @@ func (w *walk) finishRequest() {
 	}
 	rec := report.Request{
 		ID: w.req.ID, ClientRequestID: w.req.ClientRequestID, CreatedAt: w.req.Received,
-		Model: w.req.Model, Stream: w.req.Stream, Client: w.req.Client, Priority: w.req.Priority.String(),
+		Model: w.req.Model, Route: w.req.Route.String(), Stream: w.req.Stream, Client: w.req.Client, Priority: w.req.Priority.String(),
 		Status: out.Status, StatusCode: out.StatusCode, ErrorType: out.ErrorType,
 		Latency: now.Sub(w.req.Received), FirstByte: out.FirstByte, CandidateCount: len(w.req.Candidates),
 		FinishedAt: now,
@@ -55,7 +55,7 @@ func (w *walk) finishRequest() {
 	}
 	if w.r.Observe != nil {
 		w.r.Observe.Enqueued(w.r.now().Sub(now))
-		w.r.Observe.RequestDone(w.req.Model, out.Status, out.StatusCode, rec.Latency)
+		w.r.Observe.RequestDone(w.req.Model, w.req.Route.String(), out.Status, out.StatusCode, rec.Latency)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/secret"
+	"github.com/llmgw/gateway/internal/upstream"
 )
 
 // Routes is the routes file: what changes with the deployment (DESIGN section 3).
@@ -41,6 +42,51 @@ type ProviderConfig struct {
 	Query          map[string]string `yaml:"query"`
 	Health         HealthConfig      `yaml:"health"`
 	StreamCommit   StreamCommit      `yaml:"stream_commit"`
+	// Auth is how the keys travel: bearer (default for openai), x-api-key
+	// (default for anthropic), none, or {header: NAME}.
+	Auth AuthConfig `yaml:"auth"`
+	// DefaultMaxTokens is the max_tokens sent to an anthropic provider when
+	// the client sets none (default 4096).
+	DefaultMaxTokens int `yaml:"default_max_tokens"`
+}
+
+// Auth styles of the routes file.
+const (
+	AuthBearer  = "bearer"
+	AuthXAPIKey = "x-api-key"
+	AuthNone    = "none"
+	AuthHeader  = "header" // written as {header: NAME}
+)
+
+// AuthConfig is a provider's auth: a style name, or {header: NAME} for a
+// custom header (Azure's api-key).
+type AuthConfig struct {
+	Style  string
+	Header string
+}
+
+// authHeader is the mapping form of auth.
+type authHeader struct {
+	Header string `yaml:"header"`
+}
+
+// UnmarshalYAML accepts a style name or {header: NAME}; the shape checker
+// has checked the node already.
+func (a *AuthConfig) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.MappingNode {
+		var h authHeader
+		if err := n.Decode(&h); err != nil {
+			return errors.New("expected {header: NAME}")
+		}
+		a.Style, a.Header = AuthHeader, strings.TrimSpace(h.Header)
+		return nil
+	}
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return errors.New("expected bearer, x-api-key, none or {header: NAME}")
+	}
+	a.Style = strings.TrimSpace(s)
+	return nil
 }
 
 // StreamCommit is a stream's commit point: the gateway holds the first
@@ -157,9 +203,8 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// Known wire formats. Anthropic joins later; accepting it now would be a
-// promise the upstream package cannot keep.
-var knownFormats = map[string]bool{"openai": true}
+// Known wire formats: the upstream package has an adapter for each.
+var knownFormats = map[string]bool{upstream.FormatOpenAI: true, upstream.FormatAnthropic: true}
 
 // LoadRoutes reads and validates the routes file at path.
 func LoadRoutes(path string) (*Routes, error) {
@@ -415,13 +460,28 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		p.Format = "openai"
 	}
 	if !knownFormats[p.Format] {
-		return v.fail(path+".format", ": %s is unknown (known: openai)", quoteShort(p.Format))
+		return v.fail(path+".format", ": %s is unknown (known: openai, anthropic)", quoteShort(p.Format))
 	}
 	if err := v.baseURL(p.BaseURL, path+".base_url"); err != nil {
 		return err
 	}
-	if len(p.APIKeys) == 0 {
-		return v.fail(path+".api_keys", " must list at least one key")
+	if err := v.auth(p, path); err != nil {
+		return err
+	}
+	if _, written := v.lines[path+".default_max_tokens"]; written {
+		if p.Format != upstream.FormatAnthropic {
+			return v.fail(path+".default_max_tokens", " applies only to format anthropic (this provider is %s)", p.Format)
+		}
+		if p.DefaultMaxTokens < 1 {
+			return v.fail(path+".default_max_tokens", " must be a positive whole number, got %d", p.DefaultMaxTokens)
+		}
+	}
+	if p.Auth.Style == AuthNone {
+		if len(p.APIKeys) > 0 {
+			return v.fail(path+".api_keys", ": auth none sends no key; remove api_keys (the provider gets one target)")
+		}
+	} else if len(p.APIKeys) == 0 {
+		return v.fail(path+".api_keys", " must list at least one key (or set auth: none for a server without keys)")
 	}
 	for k, key := range p.APIKeys {
 		kp := fmt.Sprintf("%s.api_keys[%d]", path, k)
@@ -457,6 +517,33 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		p.StreamCommit.Events = 1
 	}
 	return v.health(&p.Health, path+".health")
+}
+
+// auth validates a provider's auth and fills in its format's default.
+func (v *validator) auth(p *ProviderConfig, path string) error {
+	a := &p.Auth
+	switch a.Style {
+	case "":
+		if _, written := v.lines[path+".auth"]; written {
+			return v.fail(path+".auth", " is empty (known: bearer, x-api-key, none, or {header: NAME})")
+		}
+		a.Style = AuthBearer
+		if p.Format == upstream.FormatAnthropic {
+			a.Style = AuthXAPIKey
+		}
+	case AuthBearer, AuthXAPIKey, AuthNone:
+	case AuthHeader:
+		if a.Header == "" {
+			return v.fail(path+".auth.header", " is required: the header that carries the key, like api-key")
+		}
+		if !headerName.MatchString(a.Header) {
+			return v.fail(path+".auth.header", ": %s is not a valid header name", quoteShort(a.Header))
+		}
+	default:
+		return v.fail(path+".auth", ": %s is unknown (known: bearer, x-api-key, none, or {header: NAME})%s",
+			quoteShort(a.Style), suggest(a.Style, []string{AuthBearer, AuthXAPIKey, AuthNone}))
+	}
+	return nil
 }
 
 // hedge validates a route's hedge block.

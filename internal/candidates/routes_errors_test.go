@@ -187,11 +187,11 @@ func TestParseRoutesErrorMessages(t *testing.T) {
 		},
 		{
 			name: "no keys", from: `api_keys: ["sk-backup-literal-333"]`, to: "api_keys: []",
-			path: "providers[1].api_keys", want: `line 13: providers[1].api_keys must list at least one key`,
+			path: "providers[1].api_keys", want: `line 13: providers[1].api_keys must list at least one key (or set auth: none for a server without keys)`,
 		},
 		{
 			name: "keys missing", from: `    api_keys: ["sk-backup-literal-333"]` + "\n", to: "",
-			path: "providers[1].api_keys", want: `line 10: providers[1].api_keys must list at least one key`,
+			path: "providers[1].api_keys", want: `line 10: providers[1].api_keys must list at least one key (or set auth: none for a server without keys)`,
 		},
 
 		// Every other check names the path.
@@ -213,7 +213,48 @@ func TestParseRoutesErrorMessages(t *testing.T) {
 		},
 		{
 			name: "unknown format", from: "format: openai", to: "format: cohere",
-			path: "providers[1].format", want: `line 11: providers[1].format: "cohere" is unknown (known: openai)`,
+			path: "providers[1].format", want: `line 11: providers[1].format: "cohere" is unknown (known: openai, anthropic)`,
+		},
+		// Wire formats and auth styles.
+		{
+			name: "unknown auth", from: "format: openai", to: "format: openai\n    auth: basic",
+			path: "providers[1].auth", want: `line 12: providers[1].auth: "basic" is unknown (known: bearer, x-api-key, none, or {header: NAME})`,
+		},
+		{
+			name: "misspelt auth", from: "format: openai", to: "format: openai\n    auth: x_api_key",
+			path: "providers[1].auth", want: `line 12: providers[1].auth: "x_api_key" is unknown (known: bearer, x-api-key, none, or {header: NAME}) (did you mean "x-api-key"?)`,
+		},
+		{
+			name: "auth header missing", from: "format: openai", to: "format: openai\n    auth: { header: \"\" }",
+			path: "providers[1].auth.header", want: `line 12: providers[1].auth.header is required: the header that carries the key, like api-key`,
+		},
+		{
+			name: "auth header invalid", from: "format: openai", to: "format: openai\n    auth: { header: \"api key\" }",
+			path: "providers[1].auth.header", want: `line 12: providers[1].auth.header: "api key" is not a valid header name`,
+		},
+		{
+			name: "auth mapping unknown field", from: "format: openai", to: "format: openai\n    auth: { name: api-key }",
+			path: "providers[1].auth", want: `line 12: providers[1].auth: unknown field "name"`,
+		},
+		{
+			name: "auth a list", from: "format: openai", to: "format: openai\n    auth: [bearer]",
+			path: "providers[1].auth", want: `line 12: providers[1].auth: expected bearer, x-api-key, none or {header: NAME}, got a list`,
+		},
+		{
+			name: "auth none with keys", from: "format: openai", to: "format: openai\n    auth: none",
+			path: "providers[1].api_keys", want: `line 14: providers[1].api_keys: auth none sends no key; remove api_keys (the provider gets one target)`,
+		},
+		{
+			name: "default_max_tokens on openai", from: "format: openai", to: "format: openai\n    default_max_tokens: 1024",
+			path: "providers[1].default_max_tokens", want: `line 12: providers[1].default_max_tokens applies only to format anthropic (this provider is openai)`,
+		},
+		{
+			name: "default_max_tokens zero", from: "format: openai", to: "format: anthropic\n    default_max_tokens: 0",
+			path: "providers[1].default_max_tokens", want: `line 12: providers[1].default_max_tokens must be a positive whole number, got 0`,
+		},
+		{
+			name: "default_max_tokens quoted", from: "format: openai", to: "format: anthropic\n    default_max_tokens: \"1024\"",
+			path: "providers[1].default_max_tokens", want: `line 12: providers[1].default_max_tokens: "1024" is not a whole number (write it without quotes)`,
 		},
 		{
 			name: "zero concurrency", from: "max_concurrency: 4", to: "max_concurrency: 0",

@@ -102,6 +102,12 @@ func (c *shapeChecker) check(n *yaml.Node, t reflect.Type, path string) error {
 	}
 	pt := reflect.PointerTo(t)
 	switch {
+	case t == reflect.TypeFor[AuthConfig]() && n.Kind == yaml.MappingNode:
+		// auth is a style name or {header: NAME}: the mapping is checked
+		// like any other, its one field by name.
+		return c.structMapping(n, reflect.TypeFor[authHeader](), path, nil)
+	case t == reflect.TypeFor[AuthConfig]() && n.Kind != yaml.ScalarNode:
+		return shapeErr(path, n, ": expected bearer, x-api-key, none or {header: NAME}, got "+nodeKindName(n))
 	case pt.Implements(yamlUnmarshaler):
 		if n.Kind != yaml.ScalarNode {
 			return wrongKind(path, n, t)

@@ -103,10 +103,10 @@ func New(src Sources) *Metrics {
 		Registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_requests_total",
-			Help: "Chat requests finished, by model route, final status (success, failed, cancelled, or rejected before planning with an empty model) and HTTP status code.",
-		}, []string{"model", "status", "code"}),
+			Help: "API requests finished, by model route, client route (chat, messages, embeddings, responses), final status (success, failed, cancelled, or rejected before planning with an empty model) and HTTP status code.",
+		}, []string{"model", "route", "status", "code"}),
 		requestDuration: histogram("gateway_request_duration_seconds",
-			"Time from receiving a chat request to its end, by model route and final status.", "model", "status"),
+			"Time from receiving an API request to its end, by model route, client route and final status.", "model", "route", "status"),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_candidate_attempts_total",
 			Help: "Candidates settled, by provider, model route, candidate status and error type (empty on success).",

@@ -38,7 +38,7 @@ func observeRequest(m *Metrics, c *candidates.Candidate) {
 	m.GlobalHeld(30 * time.Millisecond)
 	m.CandidateDone(c, "success", "", 500*time.Millisecond)
 	m.Enqueued(100 * time.Nanosecond)
-	m.RequestDone("m", "success", 200, 510*time.Millisecond)
+	m.RequestDone("m", "chat", "success", 200, 510*time.Millisecond)
 }
 
 // TestObservationsLandAndLint: each observation shows in its family, the
@@ -53,7 +53,7 @@ func TestObservationsLandAndLint(t *testing.T) {
 	m.AdmissionWait(&plan[0], 0, errors.New("other"))
 	m.WatchdogFired(&plan[0], "first_byte")
 
-	if got := testutil.ToFloat64(m.requests.WithLabelValues("m", "success", "200")); got != 1 {
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("m", "chat", "success", "200")); got != 1 {
 		t.Fatalf("requests = %v", got)
 	}
 	if got := testutil.ToFloat64(m.admTimeouts.WithLabelValues(admission.TargetGate, "timeout")); got != 1 {

@@ -67,24 +67,25 @@ var codes = func() map[int]string {
 }()
 
 // RequestDone implements candidates.Observer.
-func (m *Metrics) RequestDone(route, status string, code int, d time.Duration) {
+func (m *Metrics) RequestDone(model, route, status string, code int, d time.Duration) {
 	cs, ok := codes[code]
 	if !ok {
 		cs = "other"
 	}
-	m.requests.WithLabelValues(route, status, cs).Inc()
-	m.requestDuration.WithLabelValues(route, status).Observe(d.Seconds())
+	m.requests.WithLabelValues(model, route, status, cs).Inc()
+	m.requestDuration.WithLabelValues(model, route, status).Observe(d.Seconds())
 }
 
-// Rejected counts a chat request refused before planning (bad input, bad
-// key, unknown model, draining). Its model label is empty: an unknown model
-// name is client text, never a label value.
-func (m *Metrics) Rejected(code int) {
+// Rejected counts an API request refused before planning (bad input, bad
+// key, unknown model, draining) on the client route (chat, messages,
+// embeddings, responses). Its model label is empty: an unknown model name is
+// client text, never a label value.
+func (m *Metrics) Rejected(route string, code int) {
 	cs, ok := codes[code]
 	if !ok {
 		cs = "other"
 	}
-	m.requests.WithLabelValues("", "rejected", cs).Inc()
+	m.requests.WithLabelValues("", route, "rejected", cs).Inc()
 }
 
 // Planned implements candidates.Observer.

@@ -15,15 +15,18 @@ type Request struct {
 	ClientRequestID string // "" -> NULL
 	CreatedAt       time.Time
 	Model           string
-	Stream          bool
-	Client          string        // "" -> NULL
-	Priority        string        // "" -> NULL
-	Status          string        // one of the Request* constants
-	StatusCode      int           // 0 -> NULL
-	ErrorType       string        // "" -> NULL; one of the ErrorType* constants
-	Latency         time.Duration // zero -> NULL
-	FirstByte       time.Duration // zero -> NULL
-	CandidateCount  int
+	// Route is the client route: chat, messages, embeddings or responses
+	// ("" is stored as chat, the column's default).
+	Route          string
+	Stream         bool
+	Client         string        // "" -> NULL
+	Priority       string        // "" -> NULL
+	Status         string        // one of the Request* constants
+	StatusCode     int           // 0 -> NULL
+	ErrorType      string        // "" -> NULL; one of the ErrorType* constants
+	Latency        time.Duration // zero -> NULL
+	FirstByte      time.Duration // zero -> NULL
+	CandidateCount int
 
 	// The token counts are stored only when HasUsage is set (the upstream reported
 	// usage); otherwise they are NULL, which is not the same as zero tokens.
