@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -222,6 +223,96 @@ func TestAuthStyles(t *testing.T) {
 	resp, _ := rawPost(t, g, "/v1/chat/completions", `{"model":"bearer","messages":[]}`, "Authorization", "")
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("no client key: %d", resp.StatusCode)
+	}
+	g.gatesIdle(t)
+}
+
+// TestStreamErrorsAcrossFormats: a provider's error event before the
+// commit point fails over (an Anthropic overloaded_error after its first
+// content, held by stream_commit); after the commit point it ends the
+// client's stream with the error frame of the client's format and the
+// request is failed, 502, stream_interrupted.
+func TestStreamErrorsAcrossFormats(t *testing.T) {
+	_, heldURL := mockServer(t, mockupstream.Behavior{Identity: "held", Chunks: 5, ErrorAfterChunks: 1})
+	_, claudeURL := mockServer(t, mockupstream.Behavior{Identity: "claude", Chunks: 3})
+	_, cutClaudeURL := mockServer(t, mockupstream.Behavior{Identity: "cutclaude", Chunks: 5, ErrorAfterChunks: 2})
+	_, cutGPTURL := mockServer(t, mockupstream.Behavior{Identity: "cutgpt", Chunks: 5, ErrorAfterChunks: 2})
+	g := startFormats(t, `
+providers:
+  - { name: held, format: anthropic, base_url: "`+heldURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, stream_commit: { events: 3 } }
+  - { name: claude, format: anthropic, base_url: "`+claudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
+  - { name: cutclaude, format: anthropic, base_url: "`+cutClaudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
+  - { name: cutgpt, base_url: "`+cutGPTURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
+models:
+  - name: before-commit
+    candidates: [{ provider: held }, { provider: claude, priority: 1 }]
+  - name: cut-claude
+    candidates: [{ provider: cutclaude }]
+  - name: cut-gpt
+    candidates: [{ provider: cutgpt }]
+`)
+	chat := func(model string) string {
+		return `{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	}
+	resp, body := rawPost(t, g, "/v1/chat/completions", chat("before-commit"))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Hello from claude") ||
+		strings.Contains(string(body), "held") || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+		t.Fatalf("before the commit point: %d %s", resp.StatusCode, body)
+	}
+	tl := g.timeline(t, resp.Header.Get("X-Request-Id"))
+	if got := tl.candidateStatuses(); got != "held:failed claude:success" || *tl.Candidates[0].ErrorType != "upstream_stream_error" {
+		t.Fatalf("candidates %s, first error type %v", got, tl.Candidates[0].ErrorType)
+	}
+
+	for _, tt := range []struct{ path, body, frame string }{
+		{"/v1/chat/completions", chat("cut-claude"), `data: {"error":{"message":"the upstream stream was interrupted","type":"upstream_error","code":"stream_interrupted"}}`},
+		{"/v1/messages", `{"model":"cut-gpt","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\""},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, g.base+tt.path, strings.NewReader(tt.body))
+		req.Header.Set("Authorization", "Bearer "+fmtClientToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body) // the gateway aborts the connection after the frame
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "Hello from cut") ||
+			!strings.Contains(string(b), tt.frame) || strings.Contains(string(b), "[DONE]") || strings.Contains(string(b), "message_stop") {
+			t.Fatalf("%s after the commit point: %d %q", tt.path, resp.StatusCode, b)
+		}
+		tl := g.timeline(t, resp.Header.Get("X-Request-Id"))
+		if tl.Request.Status != "failed" || *tl.Request.StatusCode != 502 || *tl.Candidates[0].ErrorType != "stream_interrupted" {
+			t.Fatalf("%s records %+v", tt.path, tl)
+		}
+	}
+	g.gatesIdle(t)
+}
+
+// TestTranslationRefusedAfterFailover: when the candidate that cannot
+// express the request comes after a failure, it is recorded failed, 400,
+// translation_refused, and the client gets the 400 naming the field.
+func TestTranslationRefusedAfterFailover(t *testing.T) {
+	_, brokenURL := mockServer(t, mockupstream.Behavior{Identity: "broken", Status: http.StatusInternalServerError})
+	claude, claudeURL := mockServer(t, mockupstream.Behavior{Identity: "claude"})
+	g := startFormats(t, `
+providers:
+  - { name: broken, base_url: "`+brokenURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
+  - { name: claude, format: anthropic, base_url: "`+claudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
+models:
+  - name: m
+    candidates: [{ provider: broken }, { provider: claude, priority: 1 }]
+`)
+	resp, body := rawPost(t, g, "/v1/chat/completions", `{"model":"m","n":3,"messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != http.StatusBadRequest || jsonField(t, body, "error.param") != "n" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	tl := g.timeline(t, resp.Header.Get("X-Request-Id"))
+	if got := tl.candidateStatuses(); got != "broken:failed claude:failed" || *tl.Candidates[1].ErrorType != "translation_refused" ||
+		*tl.Candidates[1].StatusCode != 400 || *tl.Request.StatusCode != 400 {
+		t.Fatalf("records %+v", tl)
+	}
+	if claude.Stats().Requests != 0 {
+		t.Fatal("the anthropic provider was called with a request it cannot take")
 	}
 	g.gatesIdle(t)
 }

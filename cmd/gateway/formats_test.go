@@ -73,10 +73,10 @@ type timeline struct {
 		TotalTokens      *int64 `json:"total_tokens"`
 	} `json:"request"`
 	Candidates []struct {
-		Provider   string `json:"provider"`
-		Status     string `json:"status"`
-		StatusCode *int   `json:"status_code"`
-		ErrorType  *string
+		Provider   string  `json:"provider"`
+		Status     string  `json:"status"`
+		StatusCode *int    `json:"status_code"`
+		ErrorType  *string `json:"error_type"`
 	} `json:"candidates"`
 }
 
