@@ -30,11 +30,10 @@ type ChatRequest struct {
 	modelStart, modelEnd int
 
 	// the last translation, reused by the next attempt on the same
-	// endpoint and model (the API checks the first one before the loop)
-	xEP    *Endpoint
-	xModel string
-	xBody  []byte
-	xErr   error
+	// endpoint and model (the API checks the first one before the loop);
+	// nil until a candidate needs one, so a pass-through request carries
+	// no room for it
+	x *translation
 	// span of stream_options inside Body, read when a translated stream
 	// needs its include_usage; -1 without one
 	optStart, optEnd int

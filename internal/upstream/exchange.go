@@ -29,12 +29,23 @@ func (r *ChatRequest) Build(ep *Endpoint, model string, call *Call) error {
 		call.Body = r.WithModel(model)
 		return nil
 	}
-	if r.xEP != ep || r.xModel != model {
-		r.xEP, r.xModel = ep, model
-		r.xBody, r.xErr = r.translate(ep, model)
+	if r.x == nil {
+		r.x = &translation{}
 	}
-	call.Body = r.xBody
-	return r.xErr
+	if x := r.x; x.ep != ep || x.model != model {
+		x.ep, x.model = ep, model
+		x.body, x.err = r.translate(ep, model)
+	}
+	call.Body = r.x.body
+	return r.x.err
+}
+
+// translation is a request's body translated for one endpoint and model.
+type translation struct {
+	ep    *Endpoint
+	model string
+	body  []byte
+	err   error
 }
 
 // translate turns the client's body into ep's format.
