@@ -70,7 +70,7 @@ func delta(t *testing.T, before, after map[string]float64, want map[string]float
 func TestMetricsScenarios(t *testing.T) {
 	g := start(t, setup{routes: oneSlotRoutes})
 	const (
-		reqOK       = "gateway_requests_total{code=200,model=gpt-4o-mini,status=success}"
+		reqOK       = "gateway_requests_total{code=200,model=gpt-4o-mini,route=chat,status=success}"
 		primOK      = "gateway_candidate_attempts_total{error_type=,model=gpt-4o-mini,provider=primary,status=success}"
 		backOK      = "gateway_candidate_attempts_total{error_type=,model=gpt-4o-mini,provider=backup,status=success}"
 		primUnused  = "gateway_candidate_attempts_total{error_type=,model=gpt-4o-mini,provider=primary,status=unused}"
@@ -81,7 +81,7 @@ func TestMetricsScenarios(t *testing.T) {
 		primCancel  = "gateway_candidate_attempts_total{error_type=client_cancelled,model=gpt-4o-mini,provider=primary,status=cancelled}"
 		wdFB        = "gateway_watchdog_timeouts_total{kind=first_byte,provider=primary}"
 		admTimeout  = "gateway_admission_timeouts_total{gate=gateway_upstream_target,reason=timeout}"
-		reqCancel   = "gateway_requests_total{code=499,model=gpt-4o-mini,status=cancelled}"
+		reqCancel   = "gateway_requests_total{code=499,model=gpt-4o-mini,route=chat,status=cancelled}"
 		firstBytePr = "gateway_upstream_first_byte_seconds{provider=primary}"
 	)
 	// Zero-valued alert series exist from the start.
@@ -143,8 +143,8 @@ func TestMetricsScenarios(t *testing.T) {
 	g.post(t, `{"model":"no-such-model","messages":[]}`)
 	g.post(t, `{"model":`)
 	delta(t, before, g.scrape(t), map[string]float64{
-		"gateway_requests_total{code=404,model=,status=rejected}": 1,
-		"gateway_requests_total{code=400,model=,status=rejected}": 1,
+		"gateway_requests_total{code=404,model=,route=chat,status=rejected}": 1,
+		"gateway_requests_total{code=400,model=,route=chat,status=rejected}": 1,
 	})
 
 	// Gate gauges return to zero at idle.
