@@ -187,7 +187,7 @@ func BenchmarkUpsert(b *testing.B) {
 	}
 	b.Run("unnest", func(b *testing.B) {
 		run(b, func(cands []Candidate) error {
-			return w.upsertMerged(context.Background(), pool, nil, cands)
+			return w.upsertMerged(context.Background(), pool, nil, nil, cands, nil)
 		})
 	})
 	b.Run("copy", func(b *testing.B) {

@@ -18,9 +18,11 @@ import (
 type merger struct {
 	reqs    []Request
 	reqN    []int // records folded into reqs[i], for exact drop accounting
+	reqNew  []bool
 	reqIdx  map[uuid.UUID]int
 	cands   []Candidate
 	candN   []int
+	candNew []bool
 	candIdx map[candidateKey]int
 }
 
@@ -38,32 +40,47 @@ func (m *merger) reset() {
 	m.cands = m.cands[:0]
 	m.reqN = m.reqN[:0]
 	m.candN = m.candN[:0]
+	m.reqNew = m.reqNew[:0]
+	m.candNew = m.candNew[:0]
 	clear(m.reqIdx)
 	clear(m.candIdx)
 }
 
 // add folds one sanitised record into the batch, keeping first-seen order of keys.
+//
+// It also notes which rows are presumably new: those whose records include
+// the initial status (rank 0: a request's pending, a candidate's available).
+// The attempt loop records that status once, first, when it plans a request,
+// so a batch holding it holds the row's first record, and the row can be
+// written with a plain INSERT (see upsertMerged, which falls back to the
+// upsert when the guess was wrong).
 func (m *merger) add(rec *record) {
 	switch rec.kind {
 	case kindRequest:
+		initial := requestRank[rec.req.Status] == 0
 		if i, ok := m.reqIdx[rec.req.ID]; ok {
 			mergeRequest(&m.reqs[i], &rec.req)
 			m.reqN[i]++
+			m.reqNew[i] = m.reqNew[i] || initial
 			return
 		}
 		m.reqIdx[rec.req.ID] = len(m.reqs)
 		m.reqs = append(m.reqs, rec.req)
 		m.reqN = append(m.reqN, 1)
+		m.reqNew = append(m.reqNew, initial)
 	case kindCandidate:
 		k := rec.cand.key()
+		initial := candidateRank[rec.cand.Status] == 0
 		if i, ok := m.candIdx[k]; ok {
 			mergeCandidate(&m.cands[i], &rec.cand)
 			m.candN[i]++
+			m.candNew[i] = m.candNew[i] || initial
 			return
 		}
 		m.candIdx[k] = len(m.cands)
 		m.cands = append(m.cands, rec.cand)
 		m.candN = append(m.candN, 1)
+		m.candNew = append(m.candNew, initial)
 	}
 }
 

@@ -95,13 +95,13 @@ func (w *Writer) upsert(ctx context.Context, recs []record) (rejected int, err e
 	for i := range recs {
 		m.add(&recs[i])
 	}
-	err = w.upsertMerged(ctx, pool, m.reqs, m.cands)
+	err = w.upsertMerged(ctx, pool, m.reqs, m.reqNew, m.cands, m.candNew)
 	if err == nil || !isDataError(err) {
 		return 0, err
 	}
 	w.log.Error("report batch refused by postgres; retrying row by row", "err", err)
 	for i := range m.reqs {
-		if err := w.upsertMerged(ctx, pool, m.reqs[i:i+1], nil); err != nil {
+		if err := w.upsertMerged(ctx, pool, m.reqs[i:i+1], nil, nil, nil); err != nil {
 			if !isDataError(err) {
 				return 0, err
 			}
@@ -110,7 +110,7 @@ func (w *Writer) upsert(ctx context.Context, recs []record) (rejected int, err e
 		}
 	}
 	for i := range m.cands {
-		if err := w.upsertMerged(ctx, pool, nil, m.cands[i:i+1]); err != nil {
+		if err := w.upsertMerged(ctx, pool, nil, nil, m.cands[i:i+1], nil); err != nil {
 			if !isDataError(err) {
 				return 0, err
 			}
@@ -133,11 +133,27 @@ func isDataError(err error) bool {
 }
 
 // upsertMerged writes folded rows (at most one per key) in one statement.
-func (w *Writer) upsertMerged(ctx context.Context, pool *pgxpool.Pool, reqs []Request, cands []Candidate) error {
+// When reqNew and candNew (nil: none) flag every row as presumed new, the rows
+// are inserted without ON CONFLICT; if one exists after all, that statement
+// fails with a unique violation and changes nothing, and the batch is written
+// again with every row upserted.
+func (w *Writer) upsertMerged(ctx context.Context, pool *pgxpool.Pool, reqs []Request, reqNew []bool, cands []Candidate, candNew []bool) error {
 	ctx, cancel := context.WithTimeout(ctx, w.opts.WriteTimeout)
 	defer cancel()
 	a := w.args
 	defer a.reset()
-	_, err := pool.Exec(ctx, upsertBatchSQL, a.fill(reqs, cands)...)
+	sql, args := a.fill(reqs, reqNew, cands, candNew)
+	_, err := pool.Exec(ctx, sql, args...)
+	if sql != upsertBatchSQL && isUniqueViolation(err) {
+		sql, args = a.fill(reqs, nil, cands, nil)
+		_, err = pool.Exec(ctx, sql, args...)
+	}
 	return err
+}
+
+// isUniqueViolation reports whether Postgres refused a row because its key
+// exists (SQLSTATE 23505).
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -254,5 +255,81 @@ func TestReplayOutOfOrderTwice(t *testing.T) {
 			got.LatencyMS == nil || *got.LatencyMS != 900 || got.StartedAt == nil || !got.StartedAt.Equal(want.StartedAt) {
 			t.Fatalf("row %v = %+v, want the success record", k, got)
 		}
+	}
+}
+
+// TestInsertPresumedNewFallsBack protects the plain-INSERT path: a batch whose
+// rows all carry their initial record is inserted without ON CONFLICT, and
+// when one of them exists after all (a late or repeated record) the batch is
+// upserted instead, with the rank rules, and nothing is dropped.
+func TestInsertPresumedNewFallsBack(t *testing.T) {
+	dsn := migratedURL(t)
+	w, logs := newTestWriter(t, dsn, nil)
+	if err := w.connect(context.Background()); err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	w.healthy.Store(true)
+	id, fresh := uuid.New(), uuid.New()
+	mustUpsert(t, w, []record{
+		{kind: kindRequest, req: Request{ID: id, Status: RequestSuccess, StatusCode: 200, Model: "m", CreatedAt: baseTime}},
+		{kind: kindCandidate, cand: lifecycle(id, 0)[3]},
+	})
+	// Every row of this batch holds its initial status, so it is presumed new,
+	// but id's rows exist and are finished.
+	mustUpsert(t, w, []record{
+		{kind: kindRequest, req: Request{ID: id, Status: RequestPending, Model: "late", CreatedAt: baseTime.Add(time.Hour)}},
+		{kind: kindCandidate, cand: lifecycle(id, 0)[0]},
+		{kind: kindRequest, req: Request{ID: fresh, Status: RequestPending, Model: "m", CreatedAt: baseTime}},
+		{kind: kindCandidate, cand: lifecycle(fresh, 0)[0]},
+	})
+	if n := queryInt(t, dsn, "SELECT count(*) FROM requests WHERE id = $1 AND status = 'success' AND model = 'm'", id); n != 1 {
+		t.Error("existing request changed by a late pending record")
+	}
+	if got, _ := readCandidate(t, dsn, candidateKey{requestID: id}); got.Status != CandidateSuccess {
+		t.Errorf("existing candidate %q, want success", got.Status)
+	}
+	if n := queryInt(t, dsn, "SELECT count(*) FROM requests WHERE id = $1 AND status = 'pending'", fresh); n != 1 {
+		t.Error("new request of the refused batch not written")
+	}
+	if got, ok := readCandidate(t, dsn, candidateKey{requestID: fresh}); !ok || got.Status != CandidateAvailable {
+		t.Errorf("new candidate %q (found %v), want available", got.Status, ok)
+	}
+	if st := w.Stats(); st.Dropped != 0 {
+		t.Errorf("stats %+v, want nothing dropped", st)
+	}
+	if strings.Contains(logs.String(), "row by row") {
+		t.Errorf("the unique violation was handled as a bad row:\n%s", logs.String())
+	}
+}
+
+// TestFillChoosesStatement: only a batch whose every row is presumed new
+// skips ON CONFLICT.
+func TestFillChoosesStatement(t *testing.T) {
+	reqs := []Request{{ID: uuid.New()}, {ID: uuid.New()}}
+	cands := []Candidate{{RequestID: reqs[0].ID}}
+	tests := []struct {
+		name            string
+		reqNew, candNew []bool
+		want            string
+	}{
+		{"all new", []bool{true, true}, []bool{true}, insertBatchSQL},
+		{"one request not new", []bool{true, false}, []bool{true}, upsertBatchSQL},
+		{"candidate not new", []bool{true, true}, []bool{false}, upsertBatchSQL},
+		{"no flags", nil, nil, upsertBatchSQL},
+	}
+	var a batchArgs
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sql, args := a.fill(reqs, tt.reqNew, cands, tt.candNew)
+			if sql != tt.want {
+				t.Errorf("statement %.40q..., want %.40q...", sql, tt.want)
+			}
+			if want := len(candidateParams) + len(requestParams); len(args) != want {
+				t.Errorf("%d arguments, want %d", len(args), want)
+			}
+		})
+	}
+	if strings.Contains(insertBatchSQL, "ON CONFLICT") || strings.Count(upsertBatchSQL, "ON CONFLICT") != 2 {
+		t.Error("insertBatchSQL must not upsert, upsertBatchSQL must upsert both tables")
 	}
 }
