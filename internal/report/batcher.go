@@ -11,6 +11,7 @@ import (
 // replay position. It exits after Close's final drain.
 func (w *Writer) runBatcher() {
 	batch := make([]record, 0, w.opts.BatchSize)
+	carried := 0 // records at the head of batch that the last flush held back
 	ticker := time.NewTicker(w.opts.FlushInterval)
 	defer ticker.Stop()
 	for {
@@ -19,19 +20,17 @@ func (w *Writer) runBatcher() {
 			batch = append(batch, rec)
 			batch = w.takeQueued(batch)
 			if len(batch) >= w.opts.BatchSize {
-				w.flush(context.Background(), batch)
-				batch = batch[:0]
+				batch, carried = w.flush(context.Background(), batch, carried)
 			}
 		case <-ticker.C:
 			if len(batch) > 0 {
-				w.flush(context.Background(), batch)
-				batch = batch[:0]
+				batch, carried = w.flush(context.Background(), batch, carried)
 			}
 			w.housekeeping()
 		case <-w.wake:
 			w.housekeeping()
 		case <-w.stop:
-			w.finalDrain(batch)
+			w.finalDrain(batch, carried)
 			return
 		}
 	}
@@ -63,26 +62,41 @@ func (w *Writer) housekeeping() {
 	}
 }
 
-// finalDrain writes what is left at Close. It does not start a spool replay (the
-// next process will), so that shutdown spends its grace period on fresh records.
-func (w *Writer) finalDrain(batch []record) {
+// finalDrain writes what is left at Close, held records included. It does not
+// start a spool replay (the next process will), so that shutdown spends its
+// grace period on fresh records.
+func (w *Writer) finalDrain(batch []record, carried int) {
 	ctx := w.closeCtx
 	for {
 		batch = w.takeQueued(batch)
 		if len(batch) == 0 {
 			break
 		}
-		w.write(ctx, w.prepare(batch), false)
-		batch = batch[:0]
+		fresh := w.prepare(batch[carried:])
+		w.write(ctx, batch[:carried+len(fresh)], false)
+		batch, carried = batch[:0], 0
 	}
 	if err := w.spool.syncIfDirty(); err != nil {
 		w.log.Error("report spool fsync failed", "err", err)
 	}
 }
 
-// flush writes one batch taken from the queue, replaying the spool first.
-func (w *Writer) flush(ctx context.Context, batch []record) {
-	w.write(ctx, w.prepare(batch), true)
+// flush writes one batch taken from the queue, replaying the spool first. The
+// first carried records of batch were held back by the previous flush and are
+// prepared already. While Postgres is healthy, flush holds back the records of
+// rows that may well finish by the next flush (see holder); it returns batch
+// emptied but for those, and their count.
+func (w *Writer) flush(ctx context.Context, batch []record, carried int) ([]record, int) {
+	fresh := w.prepare(batch[carried:])
+	recs := batch[:carried+len(fresh)]
+	write := len(recs)
+	if w.healthy.Load() && !w.noHold {
+		write = w.holder.split(recs, carried)
+	}
+	w.write(ctx, recs[:write], true)
+	held := copy(batch, recs[write:])
+	clear(batch[held:len(recs)]) // release the written records' strings
+	return batch[:held], held
 }
 
 // prepare sanitises the batch in place and removes records that can never be

@@ -13,17 +13,22 @@
 // return; they never wait on Postgres. When the channel is full they append the
 // record to the spool themselves; only when that fails too is it dropped, counted
 // and logged (rate-limited). One batcher goroutine takes up to BatchSize records
-// or whatever arrived within FlushInterval, sanitises them, folds repeated keys
-// (available, pending, success for one candidate) into one row, and writes the
-// batch with one statement (atomic on its own): INSERT ... SELECT FROM unnest()
-// over one array parameter per column, ON CONFLICT DO UPDATE, for the
-// candidates in a data-modifying CTE and for the requests around it. If
-// Postgres does not answer within WriteTimeout
+// or whatever arrived within FlushInterval, sanitises them, and holds back for
+// one more flush the records of rows that are still in flight (no terminal
+// record yet, not held before), so that a request finishing by then is written
+// once instead of inserted and then updated. It folds repeated keys
+// (available, pending, success for one candidate) into one row and writes the
+// batch with one statement, atomic on its own (no BEGIN or COMMIT): INSERT ...
+// SELECT unnest($n) over one array parameter per column, for the candidates in
+// a data-modifying CTE and for the requests around it. A batch whose rows all
+// hold their initial record (pending, available) is presumed new and inserted
+// plainly; otherwise, or when one of them exists after all, it is upserted with
+// ON CONFLICT DO UPDATE. If Postgres does not answer within WriteTimeout
 // the batch is appended to the spool (one write and one fsync per batch) and the
 // connector goroutine starts probing with backoff. Once Postgres answers it runs
 // the migrations (AutoMigrate), checks the schema and wakes the batcher, which
 // replays the spool oldest segment first, then deletes it, before writing new
-// batches.
+// batches. BENCHMARKS.md has what each of these costs Postgres.
 //
 // # Guarantees
 //
@@ -36,7 +41,10 @@
 //     rune boundary and stripped of bearer tokens and API-key-shaped strings; NUL
 //     bytes and invalid UTF-8 are replaced so no record can fail an insert.
 //   - A SIGKILL loses at most what is in the in-memory queue and the current
-//     partial batch. A torn spool tail is detected by its CRC and skipped with a
-//     log line.
+//     partial batch, which includes the in-flight records held back from the
+//     previous flush: a record reaches Postgres at most two flush intervals
+//     after it was recorded (under light load; a full batch flushes sooner).
+//     Close writes everything, held records included. A torn spool tail is
+//     detected by its CRC and skipped with a log line.
 //   - Every goroutine is started by Start and stopped and awaited by Close.
 package report

@@ -98,8 +98,11 @@ type loadShape struct {
 	perBatch int  // requests finishing per flush (rate × FlushInterval)
 	stream   bool // a streaming candidate record between pending and success
 	// straddleEvery: every n-th request has only its first records (through
-	// pending, or streaming) in one batch and the rest in the next. 0: none.
+	// pending, or streaming) in one batch and the rest in a later one. 0: none.
 	straddleEvery int
+	// lastAfter is how many batches later a straddling request's last records
+	// come: 1 (the next batch) unless set, more for long streams.
+	lastAfter int
 }
 
 // requestRecords returns the records the attempt loop produces for one
@@ -138,7 +141,7 @@ func requestRecords(id uuid.UUID, t0 time.Time, stream bool) (recs []record, spl
 // second halves carried from the previous batch plus perBatch new requests.
 type loadBatches struct {
 	shape loadShape
-	carry []record
+	later [][]record // later[i]: records due i+1 batches from now
 	n     int
 }
 
@@ -146,15 +149,20 @@ type loadBatches struct {
 // them (internal/api): time-ordered keys land at the right edge of the primary
 // key indexes, where random ones would touch a random leaf page each.
 func (g *loadBatches) next() []record {
-	batch := g.carry
-	g.carry = nil
+	lag := max(g.shape.lastAfter, 1)
+	for len(g.later) < lag {
+		g.later = append(g.later, nil)
+	}
+	batch := g.later[0]
+	copy(g.later, g.later[1:])
+	g.later[lag-1] = nil
 	t0 := time.Now().UTC().Truncate(time.Microsecond)
 	for i := range g.shape.perBatch {
 		g.n++
 		recs, split := requestRecords(uuid.Must(uuid.NewV7()), t0.Add(time.Duration(i)*time.Millisecond), g.shape.stream)
 		if g.shape.straddleEvery > 0 && g.n%g.shape.straddleEvery == 0 {
 			batch = append(batch, recs[:split]...)
-			g.carry = append(g.carry, recs[split:]...)
+			g.later[lag-1] = append(g.later[lag-1], recs[split:]...)
 			continue
 		}
 		batch = append(batch, recs...)
@@ -184,8 +192,12 @@ func BenchmarkPostgresCPU(b *testing.B) {
 		{"stream/200ps-no-straddle", loadShape{perBatch: 20, stream: true}},
 		{"stream/500ps", loadShape{perBatch: 50, stream: true, straddleEvery: 3}},
 		{"stream/200ps-all-straddle", loadShape{perBatch: 20, stream: true, straddleEvery: 1}},
+		// Streams of a few seconds, as LLM answers are: every row is written
+		// twice, first while streaming and then when it ends.
+		{"stream/200ps-long", loadShape{perBatch: 20, stream: true, straddleEvery: 1, lastAfter: 30}},
+		{"stream/1000ps-long", loadShape{perBatch: 100, stream: true, straddleEvery: 1, lastAfter: 30}},
 	} {
-		for _, method := range []string{"unnest", "copy"} {
+		for _, method := range []string{"unnest", "unnest-nohold", "copy"} {
 			b.Run(bc.name+"/"+method, func(b *testing.B) {
 				benchPostgresCPU(b, bc.shape, method)
 			})
@@ -194,7 +206,8 @@ func BenchmarkPostgresCPU(b *testing.B) {
 }
 
 // benchPostgresCPU runs one load shape through one write method: "unnest" is
-// the writer's upsert, "copy" the COPY + temp table transaction it replaced.
+// the batcher's flush, "unnest-nohold" the same without holding records back
+// (see holder), "copy" the COPY + temp table transaction it all replaced.
 func benchPostgresCPU(b *testing.B, shape loadShape, method string) {
 	w := connectedWriter(b, migratedURL(b))
 	pool := w.pool.Load()
@@ -206,6 +219,9 @@ func benchPostgresCPU(b *testing.B, shape loadShape, method string) {
 		}
 	}
 	gen := &loadBatches{shape: shape}
+	w.noHold = method == "unnest-nohold"
+	var batch []record
+	carried := 0
 	write := func() {
 		if method == "copy" {
 			recs := w.prepare(gen.next())
@@ -219,7 +235,8 @@ func benchPostgresCPU(b *testing.B, shape loadShape, method string) {
 			}
 			return
 		}
-		w.flush(context.Background(), gen.next()) // what the batcher does
+		// What the batcher does, held records included.
+		batch, carried = w.flush(context.Background(), append(batch, gen.next()...), carried)
 	}
 	for range 20 { // warm up: connections, plan caches, the tables' first pages
 		write()

@@ -50,7 +50,9 @@ type Options struct {
 	// smaller batches write too few rows per transaction (see BENCHMARKS.md).
 	BatchSize int
 	// FlushInterval is the longest a record waits in a partial batch: the bound
-	// on how stale the ledger is under light traffic. Default 100ms.
+	// on how stale the ledger is under light traffic. Records of a request
+	// still in flight may wait one interval more (see holder), so that a
+	// request finishing by then is written once. Default 100ms.
 	FlushInterval time.Duration
 	// WriteTimeout bounds one batch transaction; past it Postgres counts as
 	// unreachable and the batch goes to the spool. Default 5s.
@@ -124,6 +126,7 @@ type Writer struct {
 	retentionFirst time.Duration
 	retentionEvery time.Duration
 	retentionBatch int
+	noHold         bool // write every record at its first flush (see holder)
 
 	dropLog   logLimiter
 	connLog   logLimiter
@@ -132,6 +135,7 @@ type Writer struct {
 	// Owned by the batcher goroutine.
 	merger    *merger
 	args      *batchArgs
+	holder    *holder
 	replaySeq uint64 // segment being replayed and how far it is committed,
 	replayOff int64  // so a retry after an outage does not re-count rows
 }
@@ -203,6 +207,7 @@ func NewWriter(opts Options) (*Writer, error) {
 		rejectLog:      logLimiter{every: 10 * time.Second},
 		merger:         newMerger(opts.BatchSize),
 		args:           &batchArgs{},
+		holder:         newHolder(),
 	}
 	return w, nil
 }
