@@ -114,9 +114,13 @@ models:
 		if sent["model"] != "gpt-up" || sent["max_tokens"] != float64(200) {
 			t.Errorf("sent %v", sent)
 		}
-		g.timeline(t, ids.last()).checkUsage(t)
+		tl := g.timeline(t, ids.last())
+		tl.checkUsage(t)
+		if tl.Request.Route != "messages" {
+			t.Fatalf("requests.route %q, want messages", tl.Request.Route)
+		}
 		if route := g.accessRoute(t, ids.last()); route != "messages" {
-			t.Fatalf("route %q, want messages", route)
+			t.Fatalf("access log route %q, want messages", route)
 		}
 	})
 

@@ -148,8 +148,11 @@ models:
 			if got := tl.candidateStatuses(); got != "broken:failed backup:success" {
 				t.Fatalf("candidates %s", got)
 			}
+			if tl.Request.Route != tt.route {
+				t.Fatalf("requests.route %q, want %s", tl.Request.Route, tt.route)
+			}
 			if route := g.accessRoute(t, resp.Header.Get("X-Request-Id")); route != tt.route {
-				t.Fatalf("route %q, want %s", route, tt.route)
+				t.Fatalf("access log route %q, want %s", route, tt.route)
 			}
 			if r := tl.Request; r.PromptTokens == nil || *r.PromptTokens <= 0 || r.TotalTokens == nil || *r.TotalTokens < *r.PromptTokens {
 				t.Fatalf("usage not recorded: %+v", r)

@@ -113,8 +113,7 @@ func (g *fmtGateway) timeline(t *testing.T, id string) timeline {
 }
 
 // accessRoute waits for request id's access log line and returns its
-// route. (The route column of the requests table is written once the report
-// writer's upsert carries it; the access line carries it already.)
+// route.
 func (g *fmtGateway) accessRoute(t *testing.T, id string) string {
 	t.Helper()
 	var route string

@@ -59,7 +59,9 @@ func appendRequest(b []byte, r *Request) []byte {
 	b = binary.AppendVarint(b, r.PromptTokens)
 	b = binary.AppendVarint(b, r.CompletionTokens)
 	b = binary.AppendVarint(b, r.TotalTokens)
-	return appendTime(b, r.FinishedAt)
+	b = appendTime(b, r.FinishedAt)
+	// Last, so frames spooled by a version without routes still decode.
+	return appendString(b, r.Route)
 }
 
 func appendCandidate(b []byte, c *Candidate) []byte {
@@ -132,6 +134,9 @@ func decodePayload(p []byte, rec *record) error {
 		r.CompletionTokens = d.varint()
 		r.TotalTokens = d.varint()
 		r.FinishedAt = d.time()
+		if len(d.b) > 0 { // frames spooled before routes existed end here
+			r.Route = d.string()
+		}
 	case kindCandidate:
 		c := &rec.cand
 		d.uuid(&c.RequestID)

@@ -34,12 +34,29 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		t.Errorf("status printed %q, want 00001_init.sql applied", out.String())
 	}
 
+	routeColumn := "SELECT count(*) FROM information_schema.columns WHERE table_name = 'requests' AND column_name = 'route'"
+	if n := queryInt(t, dsn, routeColumn); n != 1 {
+		t.Fatalf("after up: requests.route columns %d, want 1", n)
+	}
+
+	// down steps back one migration at a time: first the route column...
 	out.Reset()
 	if err := Migrate(ctx, secret.New(dsn), "down", &out); err != nil {
 		t.Fatalf("down: %v", err)
 	}
+	if n := queryInt(t, dsn, routeColumn); n != 0 {
+		t.Errorf("after one down: requests.route still there")
+	}
+	if n := queryInt(t, dsn, "SELECT count(*) FROM pg_tables WHERE tablename IN ('requests', 'request_candidates')"); n != 2 {
+		t.Errorf("after one down: %d report tables, want 2", n)
+	}
+	// ...then the tables.
+	out.Reset()
+	if err := Migrate(ctx, secret.New(dsn), "down", &out); err != nil {
+		t.Fatalf("second down: %v", err)
+	}
 	if n := queryInt(t, dsn, "SELECT count(*) FROM pg_tables WHERE tablename IN ('requests', 'request_candidates')"); n != 0 {
-		t.Errorf("after down: %d report tables, want 0", n)
+		t.Errorf("after two downs: %d report tables, want 0", n)
 	}
 	out.Reset()
 	if err := Migrate(ctx, secret.New(dsn), "down", &out); err != nil {
