@@ -16,13 +16,10 @@ func (w *Writer) runBatcher() {
 	defer ticker.Stop()
 	for {
 		select {
-		case rec := <-w.queue:
-			batch = append(batch, rec)
-			batch = w.takeQueued(batch)
-			if len(batch) >= w.opts.BatchSize {
-				batch, carried = w.flush(context.Background(), batch, carried)
-			}
+		case <-w.queue.ready:
+			batch, carried = w.flushFull(batch, carried)
 		case <-ticker.C:
+			batch, carried = w.flushFull(batch, carried)
 			if len(batch) > 0 {
 				batch, carried = w.flush(context.Background(), batch, carried)
 			}
@@ -36,17 +33,21 @@ func (w *Writer) runBatcher() {
 	}
 }
 
+// flushFull takes what waits in the queue and writes it a full batch at a
+// time; a partial batch stays for the ticker.
+func (w *Writer) flushFull(batch []record, carried int) ([]record, int) {
+	for {
+		batch = w.takeQueued(batch)
+		if len(batch) < w.opts.BatchSize {
+			return batch, carried
+		}
+		batch, carried = w.flush(context.Background(), batch, carried)
+	}
+}
+
 // takeQueued appends queued records to batch without blocking, up to BatchSize.
 func (w *Writer) takeQueued(batch []record) []record {
-	for len(batch) < w.opts.BatchSize {
-		select {
-		case rec := <-w.queue:
-			batch = append(batch, rec)
-		default:
-			return batch
-		}
-	}
-	return batch
+	return w.queue.take(batch, max(w.opts.BatchSize-len(batch), 0))
 }
 
 // housekeeping runs between batches: make overflow appends durable, and replay

@@ -90,7 +90,7 @@ type Writer struct {
 	opts    Options
 	log     *slog.Logger
 	poolCfg *pgxpool.Config
-	queue   chan record
+	queue   *recordQueue
 	spool   *spool
 	now     func() time.Time // injected clock, for retention and CreatedAt defaults
 
@@ -189,7 +189,7 @@ func NewWriter(opts Options) (*Writer, error) {
 		opts:           opts,
 		log:            log,
 		poolCfg:        poolCfg,
-		queue:          make(chan record, opts.QueueSize),
+		queue:          newRecordQueue(opts.QueueSize, opts.BatchSize),
 		spool:          sp,
 		now:            time.Now,
 		probe:          make(chan struct{}, 1),
@@ -260,10 +260,8 @@ func (w *Writer) enqueue(rec record) {
 		w.drop(1, "writer closed")
 		return
 	}
-	select {
-	case w.queue <- rec:
+	if w.queue.push(&rec) {
 		return
-	default:
 	}
 	// Queue full: Postgres is slow or down and the batcher is behind. Spool the
 	// record here rather than block the request or lose it.
@@ -312,7 +310,7 @@ func (w *Writer) State() string {
 // Stats returns the counters; cheap enough for every metrics scrape.
 func (w *Writer) Stats() Stats {
 	return Stats{
-		QueueDepth: len(w.queue),
+		QueueDepth: w.queue.len(),
 		Written:    w.written.Load(),
 		Spooled:    w.spooled.Load(),
 		Replayed:   w.replayed.Load(),
