@@ -254,6 +254,29 @@ models:
   - name: cut-gpt
     candidates: [{ provider: cutgpt }]
 `)
+	// Passed through, the provider's own error event reaches the client
+	// (already in its format) and the stream is on record as failed.
+	for _, tt := range []struct{ path, body, frame string }{
+		{"/v1/messages", `{"model":"cut-claude","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\""},
+		{"/v1/responses", `{"model":"cut-gpt","input":"hi","stream":true}`, "event: error\ndata: {\"type\":\"error\",\"sequence_number\""},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, g.base+tt.path, strings.NewReader(tt.body))
+		req.Header.Set("Authorization", "Bearer "+fmtClientToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body) // the gateway aborts the connection after the event
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), tt.frame) ||
+			strings.Count(string(b), "stream_interrupted") != 0 {
+			t.Fatalf("%s passed through, cut: %d %q", tt.path, resp.StatusCode, b)
+		}
+		tl := g.timeline(t, resp.Header.Get("X-Request-Id"))
+		if tl.Request.Status != "failed" || *tl.Request.StatusCode != 502 || *tl.Candidates[0].ErrorType != "stream_interrupted" {
+			t.Fatalf("%s passed through, cut, records %+v", tt.path, tl)
+		}
+	}
 	chat := func(model string) string {
 		return `{"model":"` + model + `","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 	}

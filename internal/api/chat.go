@@ -185,7 +185,9 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *candidates.
 			return false
 		}
 		if req.Stream && out.ErrorType != report.ErrorTypeClientWriteTimeout {
-			endStream(w, req.Route, out)
+			if !out.ErrorSent {
+				endStream(w, req.Route, out)
+			}
 		}
 		return true
 	case out.Relay != nil:

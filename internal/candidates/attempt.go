@@ -460,6 +460,9 @@ func (a *Attempt) Finish(err error) *Outcome {
 	}
 	a.close()
 	w.end(a, err)
+	if ee := (*upstream.EventError)(nil); errors.As(err, &ee) && ee.Relayed {
+		w.out.ErrorSent = true
+	}
 	w.finishRequest()
 	a.settled = true
 	return &w.out

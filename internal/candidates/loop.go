@@ -92,6 +92,9 @@ type Outcome struct {
 	Code       string // the client-facing error code, when the caller writes an error
 	Message    string
 	Committed  bool
+	// ErrorSent: the stream ended with the provider's own error event,
+	// relayed to the client; no error frame of the gateway's follows it.
+	ErrorSent  bool
 	Relay      *upstream.StatusError
 	RetryAfter time.Duration
 

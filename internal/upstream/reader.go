@@ -38,8 +38,12 @@ type Reader interface {
 
 // EventError is an error event of a stream (an OpenAI error object, an
 // Anthropic or Responses `event: error`); Data is the event's data, for the
-// record.
-type EventError struct{ Data string }
+// record. Relayed means the event itself went to the client, already in its
+// format, so the stream needs no error frame of the gateway's after it.
+type EventError struct {
+	Data    string
+	Relayed bool
+}
 
 func (e *EventError) Error() string { return "error event: " + e.Data }
 
@@ -85,9 +89,10 @@ func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
 	case passMessages:
 		switch string(name) {
 		case "error":
-			if !committed {
-				return nil, &EventError{Data: string(bytes.TrimSpace(eventData(ev)))}
-			}
+			// After the commit point the client gets the provider's own
+			// error event, and the stream ends failed: an Anthropic stream
+			// says it broke this way rather than by being cut.
+			return passError(ev, committed)
 		case "message_start", "message_delta":
 			p.messagesUsage(eventData(ev))
 		case "message_stop":
@@ -96,10 +101,8 @@ func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
 	case passResponses:
 		switch string(name) {
 		case "error", "response.failed":
-			if !committed {
-				return nil, &EventError{Data: string(bytes.TrimSpace(eventData(ev)))}
-			}
 			p.done = true
+			return passError(ev, committed)
 		case "response.completed", "response.incomplete":
 			var v struct {
 				Response struct {
@@ -113,6 +116,17 @@ func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
 		}
 	}
 	return ev, nil
+}
+
+// passError is a pass-through stream's error event: before the commit point
+// it fails over unseen; after it, the event is relayed and ends the stream.
+func passError(ev []byte, committed bool) ([]byte, error) {
+	e := &EventError{Data: string(bytes.TrimSpace(eventData(ev)))}
+	if !committed {
+		return nil, e
+	}
+	e.Relayed = true
+	return ev, e
 }
 
 // messagesUsage reads an Anthropic message_start (input tokens) or
