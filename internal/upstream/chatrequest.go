@@ -85,10 +85,14 @@ func ParseRequest(route Route, body []byte) (*ChatRequest, error) {
 			}
 			sawMessages = true
 		case "input":
-			if string(val) == "null" {
-				return nil, &RequestError{Param: "input", Message: "'input' must not be null"}
+			// Only embeddings and responses read it; on the chat routes it
+			// is the provider's business, like any unknown field.
+			if route == RouteEmbeddings || route == RouteResponses {
+				if string(val) == "null" {
+					return nil, &RequestError{Param: "input", Message: "'input' must not be null"}
+				}
+				sawInput = true
 			}
-			sawInput = true
 		case "stream_options":
 			req.optStart, req.optEnd = valStart, valEnd
 		case "previous_response_id":

@@ -24,6 +24,8 @@ func TestParseRequestRoutes(t *testing.T) {
 	}{
 		{RouteMessages, `{"model":"m","max_tokens":5,"messages":[],"stream":true}`, "-", true},
 		{RouteMessages, `{"model":"m","max_tokens":5}`, "messages", false},
+		{RouteChat, `{"model":"m","messages":[],"input":null}`, "-", false}, // not a chat field: the provider's business
+		{RouteMessages, `{"model":"m","max_tokens":5,"messages":[],"input":null}`, "-", false},
 		{RouteEmbeddings, `{"model":"m","input":"x","stream":true}`, "-", false},
 		{RouteEmbeddings, `{"model":"m","messages":[]}`, "input", false},
 		{RouteEmbeddings, `{"model":"m","input":null}`, "input", false},
