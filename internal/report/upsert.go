@@ -12,16 +12,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// A batch is written by one statement: a data-modifying CTE upserts the
+// A batch is written by one statement: a data-modifying CTE writes the
 // candidate rows and the outer INSERT the request rows, each reading its rows
 // from unnest() over one array parameter per column (batchArgs). One statement
 // is atomic on its own, so there is no BEGIN or COMMIT, and pgx prepares it
 // once per connection, so a batch costs Postgres one Bind/Execute and one
-// commit. It replaced COPY into ON COMMIT DELETE ROWS temp tables plus an
-// INSERT ... SELECT per table in a transaction: creating the temp tables (IF
-// NOT EXISTS), parsing the COPY and truncating the temp tables' files at every
-// commit cost Postgres about 3 ms per batch whatever its size, which dominated
-// under steady load (BENCHMARKS.md, "Postgres CPU per request").
+// commit: ~0.2-0.3 ms of backend CPU plus its rows. It replaced COPY into
+// ON COMMIT DELETE ROWS temp tables plus an INSERT ... SELECT per table in a
+// transaction: creating the temp tables (IF NOT EXISTS), the COPY protocol and
+// truncating the temp tables' files at every commit cost ~2 ms per batch
+// whatever its size, which dominated under steady load (BENCHMARKS.md,
+// "Postgres CPU per request").
 
 // rankCase renders a rank table as a SQL CASE expression over expr, so the rank
 // rule in SQL is generated from the same map mergeCandidate uses. An unknown
