@@ -189,7 +189,7 @@ var requestParams = []param{
 //
 // The unnest calls are in a select list, where Postgres zips them row by row
 // (a ProjectSet node), rather than in FROM, where each array would first be
-// copied into a tuplestore of its own: 34 of them per batch, whose buffers
+// copied into a tuplestore of its own: one per column, whose buffers
 // alone cost the backend more CPU than a small batch's rows.
 func insertFromArrays(table string, params []param, first int) string {
 	var cols, exprs, unnests []string
