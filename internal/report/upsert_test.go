@@ -333,3 +333,54 @@ func TestFillChoosesStatement(t *testing.T) {
 		t.Error("insertBatchSQL must not upsert, upsertBatchSQL must upsert both tables")
 	}
 }
+
+// TestDataErrorDropsOnlyRefusedRows: when Postgres refuses a row for its data,
+// the batch is retried row by row and only that row's records are dropped,
+// whichever statement the batch took first.
+func TestDataErrorDropsOnlyRefusedRows(t *testing.T) {
+	dsn := migratedURL(t)
+	w := connectedWriter(t, dsn)
+	// A constraint the sanitiser knows nothing about stands in for any row
+	// Postgres refuses.
+	if _, err := w.pool.Load().Exec(context.Background(),
+		`ALTER TABLE request_candidates ADD CONSTRAINT test_refuse CHECK (provider <> 'refuse-me')`); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		first int // which lifecycle record each candidate starts with: 0 available (presumed new), 1 pending
+	}{
+		{"presumed new", 0},
+		{"upserted", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := uuid.New()
+			good, bad := lifecycle(id, 0), lifecycle(id, 1)
+			for i := range bad {
+				bad[i].Provider = "refuse-me"
+			}
+			recs := []record{{kind: kindRequest, req: Request{ID: id, Status: RequestPending, CreatedAt: baseTime}}}
+			recs = append(recs, candidateRecords(good[tt.first:])...)
+			recs = append(recs, candidateRecords(bad[tt.first:])...)
+			recs = append(recs, record{kind: kindRequest, req: Request{ID: id, Status: RequestSuccess, StatusCode: 200}})
+			dropped := w.Stats().Dropped
+			rejected, err := w.upsert(context.Background(), w.prepare(recs))
+			if err != nil {
+				t.Fatalf("upsert: %v", err)
+			}
+			if want := len(bad) - tt.first; rejected != want || w.Stats().Dropped-dropped != uint64(want) {
+				t.Errorf("rejected %d, dropped %d, want %d", rejected, w.Stats().Dropped-dropped, want)
+			}
+			if got, ok := readCandidate(t, dsn, candidateKey{requestID: id}); !ok || got.Status != CandidateSuccess {
+				t.Errorf("good candidate %q (found %v), want success", got.Status, ok)
+			}
+			if _, ok := readCandidate(t, dsn, candidateKey{requestID: id, index: 1}); ok {
+				t.Error("refused candidate stored")
+			}
+			if n := queryInt(t, dsn, "SELECT count(*) FROM requests WHERE id = $1 AND status = 'success'", id); n != 1 {
+				t.Error("request of the batch not stored")
+			}
+		})
+	}
+}
