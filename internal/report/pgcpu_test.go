@@ -138,7 +138,8 @@ func requestRecords(id uuid.UUID, t0 time.Time, stream bool) (recs []record, spl
 }
 
 // loadBatches generates consecutive batches of a steady load: each holds the
-// second halves carried from the previous batch plus perBatch new requests.
+// last records of earlier straddling requests that are due, plus perBatch new
+// requests.
 type loadBatches struct {
 	shape loadShape
 	later [][]record // later[i]: records due i+1 batches from now
