@@ -25,7 +25,7 @@ const (
 const (
 	DefaultSpoolDir      = "./data/spool"
 	DefaultQueueSize     = 8192
-	DefaultBatchSize     = 5000
+	DefaultBatchSize     = 1000
 	DefaultFlushInterval = 100 * time.Millisecond
 	DefaultWriteTimeout  = 5 * time.Second
 )
@@ -45,9 +45,11 @@ type Options struct {
 	// QueueSize bounds the in-memory queue between Record* and the batcher.
 	// Default 8192 (about 4 MiB, allocated up front). When full, Record* appends to the spool itself.
 	QueueSize int
-	// BatchSize is the most records written in one transaction. Default 5000
-	// (DefaultBatchSize): with full candidate lifecycles folded into one row,
-	// smaller batches write too few rows per transaction (see BENCHMARKS.md).
+	// BatchSize is the most records written in one statement. Default 1000
+	// (DefaultBatchSize): the single statement writes 80,000 rows/s or more
+	// at this size (BENCHMARKS.md), and every buffer it needs (the column
+	// arrays, pgx's encoded message) grows to the largest batch and stays, so
+	// 5000 cost the gateway's peak RSS a few MiB for no throughput it needs.
 	BatchSize int
 	// FlushInterval is the longest a record waits in a partial batch: the bound
 	// on how stale the ledger is under light traffic. Records of a request
