@@ -71,7 +71,7 @@ type settings struct {
 	rounds       int
 	closedConns  int
 	closedDur    time.Duration
-	streamRate   int
+	streamRates  []int
 	streamDur    time.Duration
 	streamRounds int
 	hold         holdSpec
@@ -93,7 +93,7 @@ func loadSettings() settings {
 	s := settings{
 		binDir: "bin", rates: []int{500, 1000, 2000}, openDur: 2500 * time.Millisecond, rounds: 5,
 		closedConns: 64, closedDur: 2500 * time.Millisecond,
-		streamRate: 200, streamDur: 3 * time.Second, streamRounds: 3,
+		streamRates: []int{500, 1000}, streamDur: 3 * time.Second, streamRounds: 3,
 		hold:    holdSpec{streams: 2000, rampRate: 1000, hold: 4 * time.Second},
 		hanging: hangingSpec{rate: 200, duration: 8 * time.Second, rounds: 3},
 		tail:    tailSpec{rate: 200, duration: 6 * time.Second, rounds: 3, warmup: 1500 * time.Millisecond},
@@ -107,7 +107,7 @@ func loadSettings() settings {
 		s.quick = true
 		s.rates, s.openDur, s.rounds = []int{1000, 2000}, 1500*time.Millisecond, 1
 		s.closedDur = 1500 * time.Millisecond
-		s.streamDur, s.streamRounds = 1500*time.Millisecond, 1
+		s.streamRates, s.streamDur, s.streamRounds = []int{500}, 1500*time.Millisecond, 1
 		s.hold.hold = time.Second
 		s.hanging.duration, s.hanging.rounds = 5*time.Second, 1
 		s.tail.duration, s.tail.rounds = 4*time.Second, 1
@@ -221,8 +221,8 @@ func environment(s settings, st *stack, started time.Time) []string {
 			runtime.NumCPU(), model, mem, strings.TrimSpace(string(gover)), runtime.GOOS, runtime.GOARCH),
 		fmt.Sprintf("Mock upstream: %v latency, %d-word answers; streams %d chunks %v apart. Postgres: %s.",
 			mockLatency, mockWords, streamChunks, streamInterval, st.pg.source),
-		fmt.Sprintf("Open loop %v per run at %v RPS, closed loop %d connections %v per run, %d rounds each; streams %d/s %v per run, %d rounds; each round runs the three targets back to back in a rotated order; latency figures are medians over rounds of each round's percentile, added latency is paired within a round.",
-			s.openDur, s.rates, s.closedConns, s.closedDur, s.rounds, s.streamRate, s.streamDur, s.streamRounds),
+		fmt.Sprintf("Open loop %v per run at %v RPS, closed loop %d connections %v per run, %d rounds each; streams %v per second %v per run, %d rounds; each round runs the three targets back to back in a rotated order; latency figures are medians over rounds of each round's percentile, added latency is paired within a round.",
+			s.openDur, s.rates, s.closedConns, s.closedDur, s.rounds, s.streamRates, s.streamDur, s.streamRounds),
 	}
 }
 

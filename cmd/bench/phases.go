@@ -173,20 +173,20 @@ func (b *bencher) runAll(ctx context.Context, rep *report) error {
 		}
 	}
 
-	sc = newScenario(fmt.Sprintf("stream %d/s", s.streamRate), streamKind, s.streamRate)
-	if s.runs("stream") {
-		rep.scenarios = append(rep.scenarios, sc)
-	}
-	spec := openLoopSpec{rate: s.streamRate, duration: s.streamDur, maxInFlight: maxInFlight, timeout: requestTimeout}
-	for round := range s.streamRounds {
+	for ri, rate := range s.streamRates {
 		if !s.runs("stream") {
 			break
 		}
-		for _, t := range rotate(targetNames, round) {
-			if ctx.Err() != nil {
-				return nil
+		sc := newScenario(fmt.Sprintf("stream %d/s", rate), streamKind, rate)
+		rep.scenarios = append(rep.scenarios, sc)
+		spec := openLoopSpec{rate: rate, duration: s.streamDur, maxInFlight: maxInFlight, timeout: requestTimeout}
+		for round := range s.streamRounds {
+			for _, t := range rotate(targetNames, ri+round) {
+				if ctx.Err() != nil {
+					return nil
+				}
+				b.measure(ctx, sc, t, func() runResult { return openLoop(ctx, b.clients[t], b.urls[t]+chatPath, stream, spec) })
 			}
-			b.measure(ctx, sc, t, func() runResult { return openLoop(ctx, b.clients[t], b.urls[t]+chatPath, stream, spec) })
 		}
 	}
 

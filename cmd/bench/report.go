@@ -174,6 +174,18 @@ func (a *agg) cpuPerReq() float64 {
 	return float64(a.cpu) / 1e3 / float64(a.requests)
 }
 
+// totalCPUPerReq is the proxy's CPU plus the Postgres cluster's, in
+// microseconds per request, or -1 when not measured: what a deployment pays for
+// the request, the ledger included. The bare proxy writes no ledger, so its
+// figure is its own CPU.
+func (a *agg) totalCPUPerReq(t string) float64 {
+	v := a.cpuPerReq()
+	if v < 0 || t != gateway {
+		return v
+	}
+	return v + float64(a.pgCPU)/1e3/float64(a.requests)
+}
+
 func us(v float64) string {
 	if v < 0 {
 		return "–"
@@ -303,6 +315,12 @@ func (r *report) write(w io.Writer) {
 				}
 				return fmt.Sprintf("%.0f", float64(a.pgCPU)/1e3/float64(a.requests))
 			}, "")
+			tb.row(sc, "proxy + its Postgres CPU per request (µs)", func(t string) string {
+				if t == direct {
+					return "–"
+				}
+				return us(sc.per[t].totalCPUPerReq(t))
+			}, ratio(sc.per[gateway].totalCPUPerReq(gateway), sc.per[baseline].totalCPUPerReq(baseline)))
 		}
 		if sp := sc.per[gateway].spooled; sp > 0 {
 			tb.row(sc, "records spooled to disk, queue full", func(t string) string {
