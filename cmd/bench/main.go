@@ -77,6 +77,7 @@ type settings struct {
 	hold         holdSpec
 	hanging      hangingSpec
 	tail         tailSpec
+	translate    translateSpec
 	budget       time.Duration // the whole run, a safety net over the sizes above
 	pprofDir     string
 	recordsOff   bool            // diagnostic: the gateway without Postgres records
@@ -84,7 +85,7 @@ type settings struct {
 }
 
 // phases BENCH_ONLY can name.
-var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail"}
+var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail", "translate"}
 
 // runs reports whether phase is part of this run.
 func (s settings) runs(phase string) bool { return len(s.only) == 0 || s.only[phase] }
@@ -94,10 +95,11 @@ func loadSettings() settings {
 		binDir: "bin", rates: []int{500, 1000, 2000}, openDur: 2500 * time.Millisecond, rounds: 5,
 		closedConns: 64, closedDur: 2500 * time.Millisecond,
 		streamRates: []int{500, 1000}, streamDur: 3 * time.Second, streamRounds: 3,
-		hold:    holdSpec{streams: 2000, rampRate: 1000, hold: 4 * time.Second},
-		hanging: hangingSpec{rate: 200, duration: 8 * time.Second, rounds: 3},
-		tail:    tailSpec{rate: 200, duration: 6 * time.Second, rounds: 3, warmup: 1500 * time.Millisecond},
-		budget:  435 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
+		hold:      holdSpec{streams: 2000, rampRate: 1000, hold: 4 * time.Second},
+		hanging:   hangingSpec{rate: 200, duration: 8 * time.Second, rounds: 3},
+		tail:      tailSpec{rate: 200, duration: 6 * time.Second, rounds: 3, warmup: 1500 * time.Millisecond},
+		translate: translateSpec{rate: 200, duration: 3 * time.Second, rounds: 3},
+		budget:    480 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
 		recordsOff: os.Getenv("BENCH_RECORDS") == "off",
 	}
 	if v := os.Getenv("BENCH_BIN"); v != "" {
@@ -111,6 +113,7 @@ func loadSettings() settings {
 		s.hold.hold = time.Second
 		s.hanging.duration, s.hanging.rounds = 5*time.Second, 1
 		s.tail.duration, s.tail.rounds = 4*time.Second, 1
+		s.translate.duration, s.translate.rounds = 1500*time.Millisecond, 1
 		s.budget = 100 * time.Second
 	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {

@@ -133,6 +133,7 @@ type report struct {
 	records   map[string]float64
 	hanging   *hangingResult // nil when the phase did not run
 	tail      *tailResult    // nil when the phase did not run
+	translate *translateResult
 	notes     []string
 }
 
@@ -386,6 +387,9 @@ func (r *report) write(w io.Writer) {
 	if r.tail != nil {
 		r.tail.write(w)
 	}
+	if r.translate != nil {
+		r.translate.write(w)
+	}
 
 	fmt.Fprintln(w)
 	r.writeTargets(w)
@@ -453,6 +457,11 @@ func (r *report) errorKinds() []string {
 	if r.tail != nil {
 		for k, v := range r.tail.errs() {
 			out = append(out, fmt.Sprintf("tail rescue, gateway, %s: %d", k, v))
+		}
+	}
+	if r.translate != nil {
+		for k, v := range r.translate.errs() {
+			out = append(out, fmt.Sprintf("gateway, %s: %d", k, v))
 		}
 	}
 	sort.Strings(out)

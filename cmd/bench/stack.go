@@ -131,7 +131,7 @@ func startStack(ctx context.Context, s settings) (*stack, error) {
 	}
 
 	routes := filepath.Join(tmp, "routes.yaml")
-	if err := os.WriteFile(routes, []byte(routesYAML(st.mockURL, st.clientKey, s.hanging.rounds)), 0o600); err != nil {
+	if err := os.WriteFile(routes, []byte(routesYAML(st.mockURL, st.clientKey, s.hanging.rounds, s.runs("translate"))), 0o600); err != nil {
 		return nil, err
 	}
 	genv := slices.Concat(env, []string{
@@ -159,13 +159,20 @@ func startStack(ctx context.Context, s settings) (*stack, error) {
 // routesYAML is the gateway's routes file: one provider (the mock) behind one model,
 // and one client key, so every request is authenticated, planned, admitted, recorded
 // and observed as in a real deployment. max_concurrency covers the open-streams run.
-// The hanging-primary and tail-rescue phases' providers and models follow
-// (hangingRoutes, tailRoutes); the other phases never plan them.
-func routesYAML(mockURL, clientKey string, hangingRounds int) string {
+// The hanging-primary, tail-rescue and translation phases' providers and models
+// follow (hangingRoutes, tailRoutes, translateRoutes); the other phases never plan
+// them.
+func routesYAML(mockURL, clientKey string, hangingRounds int, translate bool) string {
 	sum := sha256.Sum256([]byte(clientKey))
 	providers, models := hangingRoutes(mockURL, hangingRounds)
 	tp, tm := tailRoutes(mockURL)
 	providers, models = providers+tp, models+tm
+	if translate {
+		// Only when the phase runs, so that BENCH_BIN can point at a gateway
+		// built before the anthropic format existed.
+		xp, xm := translateRoutes(mockURL)
+		providers, models = providers+xp, models+xm
+	}
 	return fmt.Sprintf(`providers:
   - name: mock
     format: openai

@@ -63,6 +63,9 @@ func (r *report) writeTargets(w io.Writer) {
 	if r.tail != nil {
 		r.tail.writeTargets(tb, verdict)
 	}
+	if r.translate != nil {
+		r.translate.writeTargets(tb, verdict)
+	}
 	gwErrs := sumErrs(r.hold[gateway].errs)
 	for _, sc := range r.scenarios {
 		gwErrs += sc.per[gateway].errors()
@@ -72,6 +75,9 @@ func (r *report) writeTargets(w io.Writer) {
 	}
 	if r.tail != nil {
 		gwErrs += sumErrs(r.tail.errs())
+	}
+	if r.translate != nil {
+		gwErrs += sumErrs(r.translate.errs())
 	}
 	lost := r.records["gateway_report_dropped_total"]
 	tb.add("zero errors (gateway requests; records dropped)", fmt.Sprintf("%d errors; %.0f records dropped", gwErrs, lost),
