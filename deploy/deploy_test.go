@@ -590,7 +590,7 @@ func exportedSeries(t *testing.T) map[string]string {
 		t.Fatalf("plan %s: %v (%d candidates)", model, err, len(plan))
 	}
 	var obs candidates.Observer = m
-	obs.RequestDone(model, "success", 200, time.Millisecond)
+	obs.RequestDone(model, "chat", "success", 200, time.Millisecond)
 	obs.CandidateDone(&plan[0], "success", "", time.Millisecond)
 
 	fams, err := m.Registry.Gather()
