@@ -257,6 +257,7 @@ models:
 	// Passed through, the provider's own error event reaches the client
 	// (already in its format) and the stream is on record as failed.
 	for _, tt := range []struct{ path, body, frame string }{
+		{"/v1/chat/completions", `{"model":"cut-gpt","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "data: {\"error\":{\"message\":\"mock stream error\""},
 		{"/v1/messages", `{"model":"cut-claude","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\""},
 		{"/v1/responses", `{"model":"cut-gpt","input":"hi","stream":true}`, "event: error\ndata: {\"type\":\"error\",\"sequence_number\""},
 	} {

@@ -182,15 +182,14 @@ func TestPassReaders(t *testing.T) {
 				if err == nil && string(out) != ev {
 					t.Fatalf("event %d changed: %q", i, out)
 				}
-				// After the commit point the same event is relayed as is; a
-				// chat error object is relayed too (hot path: not checked), an
-				// Anthropic or Responses error event ends the stream with
-				// the event already sent.
+				// After the commit point the same event is relayed as is; an
+				// error event (a chat error object, an Anthropic or Responses
+				// `event: error`) ends the stream with the event already sent.
 				out, err = rd.Event(nil, []byte(ev), true)
 				if string(out) != ev {
 					t.Fatalf("event %d after commit: %q %v", i, out, err)
 				}
-				wantRelayed := i == tt.errAt && tt.route != RouteChat
+				wantRelayed := i == tt.errAt
 				if relayed := errors.As(err, &ee) && ee.Relayed; relayed != wantRelayed || (err != nil && !relayed) {
 					t.Fatalf("event %d after commit: err %v, want a relayed error event: %v", i, err, wantRelayed)
 				}
