@@ -25,6 +25,7 @@ targets=(
   "./internal/upstream/anthropic FuzzAppendString"
   "./internal/upstream/anthropicclient FuzzStreamTranslator"
   "./internal/upstream/anthropicclient FuzzMessagesToChat"
+  "./internal/jsontext FuzzAppendString"
   "./internal/report FuzzCleanMessage"
   "./internal/candidates FuzzParseRoutes"
   "./internal/watchdog FuzzParseHoldMode"

@@ -3,7 +3,8 @@ package mockupstream
 import (
 	"net/http"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/llmgw/gateway/internal/jsontext"
 )
 
 // Wire encoding by appending into reused buffers. The mock sits under the gateway in
@@ -62,7 +63,7 @@ func (c *completion) appendChunkPrefix(dst []byte) []byte {
 func (c *completion) appendText(dst []byte, i int) []byte {
 	if i == 1 {
 		dst = append(dst, "Hello from "...)
-		dst = appendJSONEscaped(dst, c.identity)
+		dst = jsontext.AppendEscaped(dst, c.identity)
 		return append(dst, " chunk 1"...)
 	}
 	dst = append(dst, ' ')
@@ -155,57 +156,6 @@ func appendErrorBody(dst []byte, message, typ, param, code string) []byte {
 
 func appendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
-	dst = appendJSONEscaped(dst, s)
+	dst = jsontext.AppendEscaped(dst, s)
 	return append(dst, '"')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONEscaped escapes s for a JSON string the way encoding/json does (control
-// characters, quote, backslash, invalid UTF-8 as U+FFFD, U+2028/U+2029), because model
-// names and identities come from request bodies and headers.
-func appendJSONEscaped(dst []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(dst, s[start:]...)
 }

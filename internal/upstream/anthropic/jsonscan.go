@@ -3,6 +3,8 @@ package anthropic
 import (
 	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/llmgw/gateway/internal/jsontext"
 )
 
 // The stream translator reads provider events without encoding/json's
@@ -175,61 +177,5 @@ func unquote(lit []byte) string {
 	return s
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string literal. It escapes what JSON
-// requires (quote, backslash, control characters), writes invalid UTF-8 as
-// U+FFFD, and escapes U+2028 and U+2029 as encoding/json does, for clients
-// that evaluate JSON as JavaScript. strconv.AppendQuote is no substitute: its
-// \x and \U escapes are not JSON.
-func appendString[T string | []byte](dst []byte, s T) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendString appends s as a JSON string literal.
+func appendString[S ~string | ~[]byte](dst []byte, s S) []byte { return jsontext.AppendString(dst, s) }

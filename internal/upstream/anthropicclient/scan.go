@@ -2,7 +2,8 @@ package anthropicclient
 
 import (
 	"encoding/json"
-	"unicode/utf8"
+
+	"github.com/llmgw/gateway/internal/jsontext"
 )
 
 // This file walks JSON that json.Valid has already accepted, handing out
@@ -200,48 +201,5 @@ func parseCount(v []byte) int64 {
 	return n
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string literal. Invalid UTF-8 becomes
-// U+FFFD so the output is valid UTF-8 whatever the input was; '<', '>' and
-// '&' are left alone (this is not HTML).
-func appendString[S ~string | ~[]byte](dst []byte, s S) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
-}
+// appendString appends s as a JSON string literal.
+func appendString[S ~string | ~[]byte](dst []byte, s S) []byte { return jsontext.AppendString(dst, s) }
