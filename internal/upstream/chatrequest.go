@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/llmgw/gateway/internal/jsontext"
 )
 
 // RequestError is a client request the gateway refuses before planning; the
@@ -52,23 +54,23 @@ func ParseRequest(route Route, body []byte) (*ChatRequest, error) {
 	if !json.Valid(body) {
 		return nil, &RequestError{Message: "request body is not valid JSON (one JSON object expected)"}
 	}
-	i := skipSpace(body, 0)
+	i := jsontext.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		return nil, &RequestError{Message: "request body must be a JSON object"}
 	}
 	req := &ChatRequest{Body: body, modelStart: -1, Route: route, optStart: -1}
 	sawMessages, sawInput := false, false
-	i = skipSpace(body, i+1)
+	i = jsontext.SkipSpace(body, i+1)
 	for i < len(body) && body[i] != '}' {
-		keyEnd := skipValue(body, i)
+		keyEnd := jsontext.SkipValue(body, i)
 		key, err := decodeKey(body[i:keyEnd])
 		if err != nil {
 			return nil, &RequestError{Message: "request body has an unreadable key"}
 		}
-		i = skipSpace(body, keyEnd)
-		i = skipSpace(body, i+1) // ':'
+		i = jsontext.SkipSpace(body, keyEnd)
+		i = jsontext.SkipSpace(body, i+1) // ':'
 		valStart := i
-		valEnd := skipValue(body, i)
+		valEnd := jsontext.SkipValue(body, i)
 		val := body[valStart:valEnd]
 		switch key {
 		case "model":
@@ -108,9 +110,9 @@ func ParseRequest(route Route, body []byte) (*ChatRequest, error) {
 				return nil, &RequestError{Param: "stream", Message: "'stream' must be a boolean"}
 			}
 		}
-		i = skipSpace(body, valEnd)
+		i = jsontext.SkipSpace(body, valEnd)
 		if i < len(body) && body[i] == ',' {
-			i = skipSpace(body, i+1)
+			i = jsontext.SkipSpace(body, i+1)
 		}
 	}
 	if req.modelStart < 0 {
@@ -165,72 +167,6 @@ func decodeKey(raw []byte) (string, error) {
 		return "", fmt.Errorf("decode key: %w", err)
 	}
 	return s, nil
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the index just past the JSON value starting at b[i].
-// Only the structure is tracked: on valid JSON that is the value's end. The
-// usage readers also run it on provider bytes that may be anything (a body
-// cut inside an escape, unbalanced brackets), so on any input the result
-// stays within [i, len(b)] for any i <= len(b), and callers may always slice
-// b[i:result].
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	default: // number, true, false, null
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
-			}
-			i++
-		}
-		return i
-	}
-}
-
-// skipString returns the index just past the string whose quote is at b[i],
-// or len(b) when the string is not closed. An escape's backslash skips the
-// next byte, which may be past the end: the loop's i then overshoots, so the
-// end is returned rather than i.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
 }
 
 var errEventTooLarge = errors.New("SSE event larger than the limit")

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/internal/jsontext"
 	"github.com/llmgw/gateway/internal/secret"
 )
 
@@ -209,19 +210,19 @@ func FuzzSkipValue(f *testing.F) {
 			if len(b) > 512 && i > 64 && i < len(b)-64 && i%61 != 0 {
 				continue
 			}
-			if j := skipValue(b, i); j < i || j > len(b) {
-				t.Fatalf("skipValue(%q, %d) = %d, want in [%d, %d]", b, i, j, i, len(b))
+			if j := jsontext.SkipValue(b, i); j < i || j > len(b) {
+				t.Fatalf("jsontext.SkipValue(%q, %d) = %d, want in [%d, %d]", b, i, j, i, len(b))
 			}
 			if i < len(b) && b[i] == '"' {
-				if j := skipString(b, i); j <= i || j > len(b) {
-					t.Fatalf("skipString(%q, %d) = %d, want in (%d, %d]", b, i, j, i, len(b))
+				if j := jsontext.SkipString(b, i); j <= i || j > len(b) {
+					t.Fatalf("jsontext.SkipString(%q, %d) = %d, want in (%d, %d]", b, i, j, i, len(b))
 				}
 			}
 		}
 		if json.Valid(b) {
-			start := skipSpace(b, 0)
-			if got, want := skipValue(b, start), len(bytes.TrimRight(b, " \t\r\n")); got != want {
-				t.Fatalf("skipValue(%q, %d) = %d, want the document's end %d", b, start, got, want)
+			start := jsontext.SkipSpace(b, 0)
+			if got, want := jsontext.SkipValue(b, start), len(bytes.TrimRight(b, " \t\r\n")); got != want {
+				t.Fatalf("jsontext.SkipValue(%q, %d) = %d, want the document's end %d", b, start, got, want)
 			}
 		}
 	})

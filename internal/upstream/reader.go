@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
+	"github.com/llmgw/gateway/internal/jsontext"
 	"github.com/llmgw/gateway/internal/upstream/anthropic"
 	"github.com/llmgw/gateway/internal/upstream/anthropicclient"
 )
@@ -229,7 +230,7 @@ func tailUsageObject(tail []byte) ([]byte, bool) {
 		if len(val) == 0 || val[0] != '{' {
 			return nil, false
 		}
-		return val[:skipValue(val, 0)], true
+		return val[:jsontext.SkipValue(val, 0)], true
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"sync"
+
+	"github.com/llmgw/gateway/internal/jsontext"
 )
 
 // MaxEventBytes bounds one SSE event so a provider that never sends a blank
@@ -151,11 +153,11 @@ func eventData(ev []byte) []byte {
 // stream that already answered 200.
 func EventIsError(ev []byte) bool {
 	d := eventData(ev)
-	i := skipSpace(d, 0)
+	i := jsontext.SkipSpace(d, 0)
 	if i >= len(d) || d[i] != '{' {
 		return false
 	}
-	i = skipSpace(d, i+1)
+	i = jsontext.SkipSpace(d, i+1)
 	return bytes.HasPrefix(d[i:], []byte(`"error"`))
 }
 
@@ -196,8 +198,8 @@ func hasUsageObject(b []byte) bool {
 		b = b[i+len(usageKey):]
 		// skipSpace is JSON's whitespace: a data line cannot hold '\n' but can
 		// hold '\r', and BodyUsage accepts it around the colon.
-		if j := skipSpace(b, 0); j < len(b) && b[j] == ':' {
-			if j = skipSpace(b, j+1); j < len(b) && b[j] == '{' {
+		if j := jsontext.SkipSpace(b, 0); j < len(b) && b[j] == ':' {
+			if j = jsontext.SkipSpace(b, j+1); j < len(b) && b[j] == '{' {
 				return true
 			}
 		}
@@ -240,7 +242,7 @@ func TailUsage(tail []byte) (Usage, bool) {
 		// skipValue stops at the object's closing brace, or at the end of a
 		// cut tail, which Unmarshal then refuses; no json.Decoder per response.
 		var u Usage
-		if json.Unmarshal(val[:skipValue(val, 0)], &u) != nil {
+		if json.Unmarshal(val[:jsontext.SkipValue(val, 0)], &u) != nil {
 			return Usage{}, false
 		}
 		return u, true
@@ -254,9 +256,9 @@ func keyValue(b []byte, i int) ([]byte, bool) {
 	if i > 0 && b[i-1] == '\\' {
 		return nil, false
 	}
-	j := skipSpace(b, i+len(usageKey))
+	j := jsontext.SkipSpace(b, i+len(usageKey))
 	if j == len(b) || b[j] != ':' {
 		return nil, false
 	}
-	return b[skipSpace(b, j+1):], true
+	return b[jsontext.SkipSpace(b, j+1):], true
 }

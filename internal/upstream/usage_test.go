@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/llmgw/gateway/internal/jsontext"
 )
 
 // exact returns s as bytes whose capacity is their length, as a body read
@@ -130,11 +132,11 @@ func TestSkipValueInBounds(t *testing.T) {
 	for _, body := range malformedBodies() {
 		b := exact(body)
 		for i := 0; i <= len(b); i++ {
-			if j := skipValue(b, i); j < i || j > len(b) {
-				t.Fatalf("skipValue(%.80q, %d) = %d, want in [%d, %d]", body, i, j, i, len(b))
+			if j := jsontext.SkipValue(b, i); j < i || j > len(b) {
+				t.Fatalf("jsontext.SkipValue(%.80q, %d) = %d, want in [%d, %d]", body, i, j, i, len(b))
 			}
-			if j := skipString(b, i); j < i || j > len(b) {
-				t.Fatalf("skipString(%.80q, %d) = %d, want in [%d, %d]", body, i, j, i, len(b))
+			if j := jsontext.SkipString(b, i); j < i || j > len(b) {
+				t.Fatalf("jsontext.SkipString(%.80q, %d) = %d, want in [%d, %d]", body, i, j, i, len(b))
 			}
 		}
 	}

@@ -21,7 +21,7 @@ type members struct {
 
 // objectMembers starts a walk over obj, which must be a JSON object.
 func objectMembers(obj []byte) (members, bool) {
-	i := skipSpace(obj, 0)
+	i := jsontext.SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return members{}, false
 	}
@@ -33,93 +33,32 @@ func objectMembers(obj []byte) (members, bool) {
 // escaped spelling of one is simply not recognised) and its raw value.
 func (m *members) next() (key, val []byte, ok bool) {
 	b := m.b
-	i := skipSpace(b, m.i)
+	i := jsontext.SkipSpace(b, m.i)
 	if i < len(b) && b[i] == ',' {
-		i = skipSpace(b, i+1)
+		i = jsontext.SkipSpace(b, i+1)
 	}
 	if i >= len(b) || b[i] != '"' {
 		m.i = len(b)
 		return nil, nil, false
 	}
-	keyEnd := skipString(b, i)
+	keyEnd := jsontext.SkipString(b, i)
 	if keyEnd-i < 2 {
 		m.i = len(b)
 		return nil, nil, false
 	}
 	key = b[i+1 : keyEnd-1]
-	i = skipSpace(b, keyEnd)
+	i = jsontext.SkipSpace(b, keyEnd)
 	if i < len(b) && b[i] == ':' {
-		i = skipSpace(b, i+1)
+		i = jsontext.SkipSpace(b, i+1)
 	}
-	end := skipValue(b, i)
+	end := jsontext.SkipValue(b, i)
 	m.i = end
 	return key, b[i:end], true
 }
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipValue returns the index just past the JSON value at b[i], within
-// [i, len(b)] for any i <= len(b).
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	default:
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
-			}
-			i++
-		}
-		return i
-	}
-}
-
-// skipString returns the index just past the string whose quote is at b[i],
-// or len(b) when it is not closed. A byte loop: most strings in an event
-// are short keys, where a call to bytes.IndexByte costs more than it saves.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
-}
-
 // isString reports whether v is a complete JSON string literal.
 func isString(v []byte) bool {
-	return len(v) >= 2 && v[0] == '"' && skipString(v, 0) == len(v)
+	return len(v) >= 2 && v[0] == '"' && jsontext.SkipString(v, 0) == len(v)
 }
 
 // parseCount reads a non-negative integer literal such as a token count or a

@@ -14,64 +14,6 @@ import (
 // re-escapes, and allocates nothing. Every index is still bounds-checked, so
 // input that skipped validation cannot make the walk panic.
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index just past the string literal opening at b[i].
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); {
-		switch b[i] {
-		case '\\':
-			i += 2
-		case '"':
-			return i + 1
-		default:
-			i++
-		}
-	}
-	return len(b)
-}
-
-// skipValue returns the index just past the value starting at b[i].
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return len(b)
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return len(b)
-	default: // number, true, false, null
-		for i < len(b) && !isSpace(b[i]) && b[i] != ',' && b[i] != '}' && b[i] != ']' {
-			i++
-		}
-		return i
-	}
-}
-
 // iter walks the members of an object or the elements of an array.
 type iter struct {
 	b     []byte
@@ -99,13 +41,13 @@ func elements(v []byte) (it iter, ok bool) {
 // reports whether an item follows.
 func (it *iter) step() bool {
 	b := it.b
-	i := skipSpace(b, it.i)
+	i := jsontext.SkipSpace(b, it.i)
 	if i >= len(b) || b[i] == it.close {
 		it.i = len(b)
 		return false
 	}
 	if b[i] == ',' || (i == 0 && (b[0] == '{' || b[0] == '[')) {
-		i = skipSpace(b, i+1)
+		i = jsontext.SkipSpace(b, i+1)
 	}
 	if i >= len(b) || b[i] == it.close {
 		it.i = len(b)
@@ -126,15 +68,15 @@ func (it *iter) member() (key, val []byte, ok bool) {
 		it.i = len(b)
 		return nil, nil, false
 	}
-	end := skipString(b, i)
+	end := jsontext.SkipString(b, i)
 	key = b[i:end]
-	i = skipSpace(b, end)
+	i = jsontext.SkipSpace(b, end)
 	if i >= len(b) || b[i] != ':' {
 		it.i = len(b)
 		return nil, nil, false
 	}
-	i = skipSpace(b, i+1)
-	end = skipValue(b, i)
+	i = jsontext.SkipSpace(b, i+1)
+	end = jsontext.SkipValue(b, i)
 	it.i = end
 	return key, b[i:end], true
 }
@@ -144,7 +86,7 @@ func (it *iter) element() (val []byte, ok bool) {
 	if !it.step() {
 		return nil, false
 	}
-	end := skipValue(it.b, it.i)
+	end := jsontext.SkipValue(it.b, it.i)
 	val = it.b[it.i:end]
 	it.i = end
 	return val, len(val) > 0
