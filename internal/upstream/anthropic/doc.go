@@ -8,8 +8,8 @@
 // (ParseError, StreamError, ErrorStatus, OpenAIErrorType). It does no I/O,
 // sets no headers (x-api-key, anthropic-version), and decides nothing about
 // failover: the upstream package's adapter does, with the typed errors
-// defined here. It imports only the standard library, so upstream can
-// import it.
+// defined here. It imports only the standard library and internal/jsontext,
+// so upstream can import it.
 //
 // # Request fields
 //

@@ -12,8 +12,8 @@
 //
 // It does not do HTTP, choose providers, count tokens or read SSE from a
 // connection; the handler and the upstream package do, calling in here. It
-// imports only the standard library so that the upstream package can import
-// it.
+// imports only the standard library and internal/jsontext, so that the
+// upstream package can import it.
 //
 // # What is not translated, and why
 //
