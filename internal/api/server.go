@@ -135,11 +135,17 @@ func New(opts Options) *Server {
 		r.Method(http.MethodGet, "/metrics", opts.Metrics)
 	}
 	if !opts.AdminToken.Empty() {
+		// The console is a static page; it signs in with the admin token
+		// itself and sends it on every /admin call, so the files are public.
+		s.mountConsole(r)
 		r.Group(func(r chi.Router) {
 			r.Use(s.requireAdmin)
 			r.Get("/admin/admission", s.adminAdmission)
 			r.Get("/admin/health", s.adminHealth)
+			r.Get("/admin/requests", s.adminRequests)
 			r.Get("/admin/requests/{id}", s.adminRequest)
+			r.Get("/admin/stats/providers", s.adminProviderStats)
+			r.Get("/admin/config", s.adminConfig)
 			if opts.PProf {
 				r.HandleFunc("/debug/pprof/*", pprof.Index)
 				r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

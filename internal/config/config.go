@@ -84,6 +84,18 @@ type Config struct {
 	HedgeMinDelay time.Duration `env:"GATEWAY_HEDGE_MIN_DELAY" envDefault:"100ms"`
 	// ReportRetention deletes ledger rows older than this; 0 keeps everything.
 	ReportRetention time.Duration `env:"GATEWAY_REPORT_RETENTION" envDefault:"720h"`
+	// RedisURL shares target and client limits, client rates and target
+	// health across replicas (redis://host:port/db); empty keeps them local.
+	RedisURL secret.String `env:"GATEWAY_REDIS_URL"`
+	// RedisLeaseTTL is how long a shared slot outlives a replica that died
+	// holding it; held slots are renewed at a third of it.
+	RedisLeaseTTL time.Duration `env:"GATEWAY_REDIS_LEASE_TTL" envDefault:"30s"`
+	// RedisWake bounds how long a slot freed on one replica takes to reach
+	// a waiter on another.
+	RedisWake time.Duration `env:"GATEWAY_REDIS_WAKE" envDefault:"50ms"`
+	// ReplicaID names this process on request rows and in /admin/*;
+	// default: the host name.
+	ReplicaID string `env:"GATEWAY_REPLICA_ID"`
 
 	// HoldMode is resolved from the hold-mode variables by resolveHoldMode,
 	// because it has two prefixes and a forcing boolean.
@@ -152,6 +164,7 @@ func (c *Config) validate() error {
 		{"GATEWAY_READ_BODY_TIMEOUT", c.ReadBodyTimeout},
 		{"GATEWAY_STREAM_WRITE_TIMEOUT", c.StreamWriteTimeout},
 		{"GATEWAY_HEDGE_MIN_DELAY", c.HedgeMinDelay},
+		{"GATEWAY_REDIS_WAKE", c.RedisWake},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
@@ -180,6 +193,21 @@ func (c *Config) validate() error {
 		if p.v < 0 {
 			return fmt.Errorf("config: %s must not be negative, got %s", p.name, p.v)
 		}
+	}
+	if c.RedisLeaseTTL < 3*time.Second {
+		// Renewal runs at a third of the TTL; below a few seconds one slow
+		// Redis answer would expire slots that are still in use.
+		return fmt.Errorf("config: GATEWAY_REDIS_LEASE_TTL must be at least 3s, got %s", c.RedisLeaseTTL)
+	}
+	if c.ReplicaID == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "gateway"
+		}
+		c.ReplicaID = h
+	}
+	if len(c.ReplicaID) > 128 {
+		return fmt.Errorf("config: GATEWAY_REPLICA_ID must be at most 128 bytes, got %d", len(c.ReplicaID))
 	}
 	if c.ExecutionGateLimit <= 0 {
 		return fmt.Errorf("config: GATEWAY_UPSTREAM_EXECUTION_GATE_LIMIT must be positive, got %d", c.ExecutionGateLimit)
