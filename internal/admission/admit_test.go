@@ -376,20 +376,49 @@ func TestReleaseGlobalHandsOverSlot(t *testing.T) {
 
 // TestTargetLimitFirstSeenWins protects a gate from a request carrying a
 // different limit while the gate is in use; an idle gate adopts the new one.
-func TestTargetLimitFirstSeenWins(t *testing.T) {
-	s := New(Config{GlobalLimit: 10, Clock: newFakeClock()})
-	l := mustAcquire(t, s, req(Interactive, 0, target("a", 1)))
-	if _, err := s.Acquire(context.Background(), req(Interactive, 0, target("a", 5))); err == nil {
-		t.Fatal("second attempt admitted: the first limit (1) must win while the gate is busy")
+// TestTargetLimitResizesInPlace: a reloaded max_concurrency reaches the gate
+// through the next request's dimension, with the gate's active slots and
+// queue kept; a smaller limit takes nothing back and admits nothing until
+// active is under it.
+func TestTargetLimitResizesInPlace(t *testing.T) {
+	clk := newFakeClock()
+	s := New(Config{GlobalLimit: 10, Clock: clk})
+	l1 := mustAcquire(t, s, req(Interactive, 0, target("a", 1)))
+	if _, err := s.Acquire(context.Background(), req(Interactive, 0, target("a", 1))); err == nil {
+		t.Fatal("second attempt admitted over a limit of 1")
 	}
-	l.Release()
-	l1 := mustAcquire(t, s, req(Interactive, 0, target("a", 2)))
-	l2 := mustAcquire(t, s, req(Interactive, 0, target("a", 2)))
-	if got := gateOf(t, s.Stats(), TargetGate, "a").Limit; got != 2 {
-		t.Fatalf("limit after idle = %d, want 2", got)
+	// Queued under the old limit, then the limit grows: the queued attempt
+	// goes first, before the request that carried the new limit.
+	queued := make(chan *Lease, 1)
+	go func() {
+		l, _ := s.Acquire(context.Background(), req(Interactive, time.Hour, target("a", 1)))
+		queued <- l
+	}()
+	waitPending(t, s, 1)
+	l2 := mustAcquire(t, s, req(Interactive, 0, target("a", 3)))
+	l3 := <-queued
+	if l3 == nil {
+		t.Fatal("queued attempt not admitted after the gate grew")
+	}
+	st := gateOf(t, s.Stats(), TargetGate, "a")
+	if st.Limit != 3 || st.Active != 3 {
+		t.Fatalf("after growing: limit %d active %d, want 3 and 3", st.Limit, st.Active)
+	}
+	// Shrink to 1 with three active: nothing new until active is under 1.
+	if _, err := s.Acquire(context.Background(), req(Interactive, 0, target("a", 1))); err == nil {
+		t.Fatal("admitted over a shrunk limit")
 	}
 	l1.Release()
 	l2.Release()
+	if _, err := s.Acquire(context.Background(), req(Interactive, 0, target("a", 1))); err == nil {
+		t.Fatal("admitted with active 1 at limit 1")
+	}
+	l3.Release()
+	l4 := mustAcquire(t, s, req(Interactive, 0, target("a", 1)))
+	l4.Release()
+	if st := gateOf(t, s.Stats(), TargetGate, "a"); st.Active != 0 || st.Limit != 1 {
+		t.Fatalf("at rest: %+v", st)
+	}
 }
 
 // TestInvalidRequests protects callers from silent misuse.

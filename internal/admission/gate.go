@@ -23,6 +23,10 @@ type gate struct {
 	label  string
 	serial uint64 // creation order; gives lanes a canonical gate order
 
+	// want is the limit the dimensions ask for (max_concurrency); limit is
+	// the one enforced here: want, or this replica's share of it while the
+	// shared store is unreachable.
+	want    int
 	limit   int
 	active  int
 	pending int
@@ -34,13 +38,22 @@ type gate struct {
 	cancelled  uint64
 	rejected   uint64
 	reclaimed  uint64
+	refused    uint64 // grants the shared store refused (another replica holds the slots)
 	promotions uint64
 	waitTotal  time.Duration
 	waitMax    time.Duration
 
 	// lanes are the queued lanes that include this gate; they are blocked
-	// while the gate is full.
-	lanes []*lane
+	// while the gate is full. blocking says whether they are counted as
+	// blocked by it now; sync keeps it equal to full().
+	lanes    []*lane
+	blocking bool
+
+	// sharedFull is set when the shared store refused a slot of this gate:
+	// every slot is held somewhere, so nothing local may start until a slot
+	// is freed (a wake) or the retry timer fires.
+	sharedFull bool
+	retry      Timer
 
 	// Intrusive idle list links: an idle gate keeps only its counters, and
 	// the list bounds how many of those are kept.
@@ -48,7 +61,21 @@ type gate struct {
 	idlePrev, idleNext *gate
 }
 
-func (g *gate) full() bool { return g.active >= g.limit }
+func (g *gate) full() bool { return g.active >= g.limit || g.sharedFull }
+
+// sync blocks or unblocks g's lanes when whether g is full changed. Every
+// change of active, limit or sharedFull goes through it, so lanes' blocked
+// counts never drift, however the change came about.
+func (s *Scheduler) sync(g *gate) {
+	if f := g.full(); f != g.blocking {
+		g.blocking = f
+		if f {
+			s.blockLanes(g)
+		} else {
+			s.unblockLanes(g)
+		}
+	}
+}
 
 // admit takes one slot and records the wait of the grant.
 func (s *Scheduler) admit(g *gate, waited time.Duration) {
@@ -57,37 +84,46 @@ func (s *Scheduler) admit(g *gate, waited time.Duration) {
 	g.waitTotal += waited
 	g.waitMax = max(g.waitMax, waited)
 	g.peak = max(g.peak, g.active)
-	if g.active == g.limit {
-		s.blockLanes(g)
-	}
+	s.sync(g)
 }
 
 // giveBack returns one slot; the lanes waiting on g may become runnable.
 func (s *Scheduler) giveBack(g *gate) {
 	g.active--
 	g.released++
-	if g.active == g.limit-1 {
-		s.unblockLanes(g)
-	}
+	s.sync(g)
+}
+
+// resize changes what g enforces in place. A smaller limit takes nothing
+// back: it admits nothing new until active is under it. The caller
+// dispatches when the gate may have got room.
+func (s *Scheduler) resize(g *gate, want int) {
+	g.want = want
+	g.limit = s.localLimit(want)
+	s.sync(g)
 }
 
 // resolve finds or creates the gate of a dimension. A gate that was idle
-// leaves the idle list and adopts the dimension's current limit and label:
-// nothing holds or waits on it, so the change cannot break an invariant, and
-// a changed max_concurrency takes effect without a restart.
+// leaves the idle list and adopts the dimension's label. A dimension whose
+// limit differs from the gate's resizes it in place: a reloaded
+// max_concurrency applies to the gate with its active slots and queue, and
+// the last request to ask wins.
 func (s *Scheduler) resolve(d Dimension) *gate {
 	k := gateKey{gate: d.Gate, id: d.ID}
 	g := s.gates[k]
 	if g == nil {
 		s.serial++
-		g = &gate{key: k, label: d.Label, limit: d.Limit, serial: s.serial}
+		g = &gate{key: k, label: d.Label, want: d.Limit, limit: s.localLimit(d.Limit), serial: s.serial}
 		s.gates[k] = g
 		return g
 	}
 	if g.idle {
 		s.unlinkIdle(g)
-		g.limit = d.Limit
 		g.label = d.Label
+	}
+	if g.want != d.Limit {
+		s.resize(g, d.Limit)
+		s.resized = true
 	}
 	return g
 }
@@ -96,7 +132,7 @@ func (s *Scheduler) resolve(d Dimension) *gate {
 // discards the oldest idle gates beyond idleGatesKept, so identities that
 // come and go cannot grow memory without bound.
 func (s *Scheduler) settle(g *gate) {
-	if g.idle || g.active != 0 || g.pending != 0 {
+	if g.idle || g.active != 0 || g.pending != 0 || g.sharedFull {
 		return
 	}
 	g.idle = true

@@ -15,6 +15,7 @@ type Lease struct {
 	n         uint8
 	grantedAt time.Time
 	heldNanos atomic.Int64 // how long the global slot was held, set on its release
+	shared    SharedHandle // the slots taken in the shared store; 0 when none
 
 	// Guarded by s.mu.
 	holdsGlobal bool
@@ -71,6 +72,10 @@ func (s *Scheduler) release(l *Lease, all bool, now time.Time) {
 		l.holdsRest = false
 		for _, g := range gs {
 			s.giveBack(g)
+		}
+		if l.shared != 0 {
+			s.shared.Give(l.shared)
+			l.shared = 0
 		}
 	}
 	if !l.holdsGlobal && !l.holdsRest {

@@ -96,7 +96,7 @@ func (s *Scheduler) laneFor(gs []*gate) *lane {
 	for i, g := range k.g[:k.n] {
 		ln.gateIdx[i] = len(g.lanes)
 		g.lanes = append(g.lanes, ln)
-		if g.full() {
+		if g.blocking {
 			ln.blocked++
 		}
 	}
@@ -125,21 +125,40 @@ func (s *Scheduler) dropLane(ln *lane) {
 	delete(s.lanes, ln.key)
 }
 
-// push appends w to its lane.
+// push puts w in its lane in sequence order: at the back for a new attempt
+// (the loop stops at once), or back at its old place for an attempt the
+// shared store sent back.
 func (s *Scheduler) push(ln *lane, w *waiter) {
 	w.lane = ln
+	ln.size++
 	q := &ln.queues[w.base]
 	if q.tail == nil {
 		q.head, q.tail = w, w
 		if ln.blocked == 0 {
 			heap.Push(&s.runnable[w.base], ln)
 		}
+		return
+	}
+	at := q.tail
+	for at != nil && at.seq > w.seq {
+		at = at.prev
+	}
+	if at == nil {
+		w.next = q.head
+		q.head.prev = w
+		q.head = w
+		if i := ln.heapIdx[w.base]; i >= 0 {
+			heap.Fix(&s.runnable[w.base], i)
+		}
+		return
+	}
+	w.prev, w.next = at, at.next
+	if at.next != nil {
+		at.next.prev = w
 	} else {
-		w.prev = q.tail
-		q.tail.next = w
 		q.tail = w
 	}
-	ln.size++
+	at.next = w
 }
 
 // unlink removes w from its lane wherever it is (cancellation and expiry

@@ -38,6 +38,12 @@ type Config struct {
 	AgingInterval time.Duration
 	// Clock defaults to the process clock when nil.
 	Clock Clock
+	// Shared, when set, makes every dimension gate hold across replicas:
+	// each local grant also takes its slots in the store.
+	Shared SharedStore
+	// SharedRetry is how long a gate the store refused stays closed when
+	// no wake comes first (GATEWAY_REDIS_WAKE). Default 50ms if <= 0.
+	SharedRetry time.Duration
 }
 
 // Dimension is one extra quota dimension of a request (the global gate is
@@ -84,7 +90,12 @@ type Scheduler struct {
 	idleTail  *gate
 	idleCount int
 	closed    bool
-	drained   chan struct{} // closed once closed and leases == 0
+	resized   bool // a dimension resized a gate during this try
+
+	shared      SharedStore
+	sharedRetry time.Duration
+	share       int           // replicas sharing the limits while the store is away; 0 when it answers
+	drained     chan struct{} // closed once closed and leases == 0
 }
 
 // New returns a Scheduler with cfg's defaults filled in.
@@ -101,14 +112,19 @@ func New(cfg Config) *Scheduler {
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
 	}
+	if cfg.SharedRetry <= 0 {
+		cfg.SharedRetry = defaultSharedRetry
+	}
 	s := &Scheduler{
-		clock:      cfg.Clock,
-		aging:      cfg.AgingInterval,
-		maxPending: cfg.MaxPending,
-		global:     gate{key: gateKey{gate: GlobalGate}, limit: cfg.GlobalLimit},
-		gates:      make(map[gateKey]*gate),
-		lanes:      make(map[laneKey]*lane),
-		drained:    make(chan struct{}),
+		clock:       cfg.Clock,
+		aging:       cfg.AgingInterval,
+		maxPending:  cfg.MaxPending,
+		global:      gate{key: gateKey{gate: GlobalGate}, limit: cfg.GlobalLimit},
+		gates:       make(map[gateKey]*gate),
+		lanes:       make(map[laneKey]*lane),
+		drained:     make(chan struct{}),
+		shared:      cfg.Shared,
+		sharedRetry: cfg.SharedRetry,
 	}
 	for c := range s.runnable {
 		s.runnable[c].class = Priority(c)
@@ -148,11 +164,39 @@ func validate(req Request) error {
 // ErrClosed, ErrQueueFull, *TimeoutError, or an error wrapping ctx.Err()
 // when ctx ends first. It never holds any slot while it waits.
 func (s *Scheduler) Acquire(ctx context.Context, req Request) (*Lease, error) {
+	if s.shared != nil {
+		return s.acquireShared(ctx, req)
+	}
 	l, w, err := s.try(ctx, req)
 	if w != nil {
 		return s.wait(ctx, w)
 	}
 	return l, err
+}
+
+// acquireShared is Acquire with a shared store: the local scheduler picks
+// the attempt, then the store confirms its slots. A refusal sends the
+// attempt back to its place in the queue with what is left of its budget;
+// it holds nothing meanwhile.
+func (s *Scheduler) acquireShared(ctx context.Context, req Request) (*Lease, error) {
+	start := s.clock.Now()
+	l, w, err := s.try(ctx, req)
+	for {
+		var place waitPlace
+		if w != nil {
+			place = waitPlace{seq: w.seq, enq: w.enq}
+			l, err = s.wait(ctx, w)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if l.n == 0 {
+			return l, nil
+		}
+		if l, w, err = s.confirm(ctx, req, l, start, place); w == nil {
+			return l, err
+		}
+	}
 }
 
 // try decides at once: a lease when there is room now, a queued waiter when
@@ -173,6 +217,11 @@ func (s *Scheduler) try(ctx context.Context, req Request) (*Lease, *waiter, erro
 	var gs [MaxDimensions]*gate
 	for i, d := range req.Dimensions {
 		gs[i] = s.resolve(d)
+	}
+	if s.resized {
+		// A larger limit may let queued attempts run; they go first.
+		s.resized = false
+		s.dispatch(s.clock.Now())
 	}
 	if err := ctx.Err(); err != nil {
 		s.count(gs[:n], func(g *gate) { g.cancelled++ })
@@ -245,18 +294,35 @@ func (s *Scheduler) activate(gs []*gate, now time.Time, waited time.Duration) *L
 }
 
 func (s *Scheduler) enqueue(req Request, gs *[MaxDimensions]*gate, now time.Time) *waiter {
-	// Enqueue times must not go backwards in sequence order, or the head of
-	// a FIFO would no longer be its oldest attempt and aging order would
-	// break; a clock without a monotonic reading could otherwise do that.
-	if now.Before(s.lastEnq) {
-		now = s.lastEnq
+	return s.requeue(req, gs, waitPlace{}, req.Budget, now)
+}
+
+// waitPlace is an attempt's place in the queue: its sequence number and
+// enqueue time. The zero value asks for a new place at the back.
+type waitPlace struct {
+	seq uint64
+	enq time.Time
+}
+
+// requeue queues an attempt at place (a new one when place is zero) for at
+// most left.
+func (s *Scheduler) requeue(req Request, gs *[MaxDimensions]*gate, place waitPlace, left time.Duration, now time.Time) *waiter {
+	if place.seq == 0 {
+		// Enqueue times must not go backwards in sequence order, or the
+		// head of a FIFO would no longer be its oldest attempt and aging
+		// order would break; a clock without a monotonic reading could
+		// otherwise do that.
+		if now.Before(s.lastEnq) {
+			now = s.lastEnq
+		}
+		s.lastEnq = now
+		s.seq++
+		place = waitPlace{seq: s.seq, enq: now}
 	}
-	s.lastEnq = now
-	s.seq++
 	n := len(req.Dimensions)
 	w := &waiter{
-		seq:    s.seq,
-		enq:    now,
+		seq:    place.seq,
+		enq:    place.enq,
 		base:   req.Priority,
 		budget: req.Budget,
 		n:      n,
@@ -266,7 +332,7 @@ func (s *Scheduler) enqueue(req Request, gs *[MaxDimensions]*gate, now time.Time
 	s.push(s.laneFor(gs[:n]), w)
 	s.count(gs[:n], func(g *gate) { g.pending++ })
 	s.pending++
-	w.timer = s.clock.AfterFunc(req.Budget, func() { s.expire(w) })
+	w.timer = s.clock.AfterFunc(left, func() { s.expire(w) })
 	return w
 }
 

@@ -25,7 +25,11 @@ type GateStats struct {
 	// Reclaimed counts grants that raced with the caller's context ending:
 	// the slot was given back at once. They are included in Admitted,
 	// Released and Cancelled (see the package doc for the invariant).
-	Reclaimed        uint64  `json:"reclaimed"`
+	Reclaimed uint64 `json:"reclaimed"`
+	// SharedRefused counts grants the shared store refused because other
+	// replicas held every slot; the attempt went back to its place in the
+	// queue. They are included in Admitted and Released.
+	SharedRefused    uint64  `json:"shared_refused"`
 	WaitTotalSeconds float64 `json:"wait_total_seconds"`
 	WaitAvgSeconds   float64 `json:"wait_avg_seconds"`
 	WaitMaxSeconds   float64 `json:"wait_max_seconds"`
@@ -100,6 +104,7 @@ func gateStats(g *gate, livePromotions uint64) GateStats {
 		Promotions:       g.promotions + livePromotions,
 		Peak:             g.peak,
 		Reclaimed:        g.reclaimed,
+		SharedRefused:    g.refused,
 		WaitTotalSeconds: g.waitTotal.Seconds(),
 		WaitMaxSeconds:   g.waitMax.Seconds(),
 	}
