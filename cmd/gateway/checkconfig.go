@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
+	"github.com/llmgw/gateway/internal/server"
 	"github.com/llmgw/gateway/internal/upstream"
 	"github.com/llmgw/gateway/internal/upstream/anthropic"
 )
@@ -52,15 +53,15 @@ func checkConfigCommand(cfg config.Config, args []string, stdout, stderr io.Writ
 // stream commit point and a model's deadline and hedging are printed only
 // when they differ from the default, so the common file stays short and an
 // unusual setting stands out.
+//
+// It validates with server.LoadRoutesFile, the very function a reload of a
+// running gateway uses, so a file that passes here reloads.
 func checkConfig(cfg config.Config, out io.Writer) error {
-	routes, err := candidates.LoadRoutes(cfg.RoutesFile)
+	rf, err := server.LoadRoutesFile(cfg)
 	if err != nil {
 		return err
 	}
-	planner, err := candidates.NewPlanner(routes, plannerOptions(cfg))
-	if err != nil {
-		return err
-	}
+	routes, planner := rf.Routes, rf.Planner
 	fmt.Fprintf(out, "routes file %s: %s, %s, %s\n", cfg.RoutesFile,
 		plural(len(routes.Providers), "provider"), plural(len(routes.Models), "model"), plural(len(routes.Clients), "client"))
 	for _, p := range planner.Providers() {
@@ -133,8 +134,4 @@ func plural(n int, noun string) string {
 		return fmt.Sprintf("1 %s", noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-func plannerOptions(cfg config.Config) candidates.PlannerOptions {
-	return candidates.PlannerOptions{DefaultFirstByte: cfg.FirstByteTimeout, DefaultQueueBudget: cfg.QueueBudget}
 }

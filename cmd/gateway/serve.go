@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
 	"github.com/llmgw/gateway/internal/server"
 )
@@ -23,17 +22,21 @@ import (
 const metricsShutdownTimeout = 5 * time.Second
 
 func serve(cfg config.Config, log *slog.Logger) error {
-	routes, err := candidates.LoadRoutes(cfg.RoutesFile)
+	rf, err := server.LoadRoutesFile(cfg)
 	if err != nil {
 		return err
 	}
 	sigs := watchSignals(log)
 	defer sigs.stop()
-	g, err := server.New(context.Background(), cfg, routes, log)
+	g, err := server.NewFromFile(context.Background(), cfg, rf, log)
 	if err != nil {
 		return err
 	}
 	g.SkipDelay = sigs.skipDelay
+	// SIGHUP or a change of the routes file reloads it; the watch ends
+	// (after a reload in progress) when serve returns.
+	stopWatch := g.WatchConfig(sigs.hup)
+	defer stopWatch()
 	ln, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		g.Close(context.Background())
@@ -93,10 +96,12 @@ func runListeners(ctx context.Context, g *server.Gateway, ln, mln net.Listener) 
 	return errors.Join(runErr, <-metricsErr)
 }
 
-// signals turns the process's signals into the gateway's shutdown steps.
+// signals turns the process's signals into the gateway's shutdown steps
+// and routes reloads.
 type signals struct {
 	ctx       context.Context // ends on the first SIGTERM or SIGINT: drain
 	skipDelay chan struct{}   // closed on the second: skip the shutdown delay
+	hup       chan struct{}   // a SIGHUP: reload the routes (signals that arrive during a reload coalesce)
 	stop      func()          // stops watching and waits for the watcher
 }
 
@@ -104,16 +109,14 @@ type signals struct {
 // first SIGTERM or SIGINT starts the drain. A second one skips whatever is
 // left of GATEWAY_SHUTDOWN_DELAY, for an operator at a terminal who does not
 // want to wait for load balancers; the drain itself still lets requests in
-// flight finish within GATEWAY_SHUTDOWN_GRACE. Later ones are logged only,
-// and so is SIGHUP.
+// flight finish within GATEWAY_SHUTDOWN_GRACE. Later ones are logged only.
+// SIGHUP reloads the routes file (see "Reloading the routes" in
+// docs/architecture.md).
 func watchSignals(log *slog.Logger) *signals {
 	c := make(chan os.Signal, 4)
-	// SIGHUP is caught so that it cannot kill the process without a drain, as
-	// Go's default action would; it will mean "reload the routes" once that
-	// exists (see "Operators" in docs/architecture.md).
 	signal.Notify(c, syscall.SIGTERM, os.Interrupt, syscall.SIGHUP)
 	ctx, begin := context.WithCancelCause(context.Background())
-	s := &signals{ctx: ctx, skipDelay: make(chan struct{})}
+	s := &signals{ctx: ctx, skipDelay: make(chan struct{}), hup: make(chan struct{}, 1)}
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -124,7 +127,11 @@ func watchSignals(log *slog.Logger) *signals {
 				return
 			case sig := <-c:
 				if sig == syscall.SIGHUP {
-					log.Info("SIGHUP received; routes reload is not supported yet, ignoring")
+					log.Info("SIGHUP received; reloading the routes file")
+					select {
+					case s.hup <- struct{}{}:
+					default: // a reload is already due
+					}
 					continue
 				}
 				received++

@@ -60,9 +60,10 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 		rj.reject(http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", "the gateway is shutting down")
 		return nil
 	}
+	rt := s.routing.Load() // one routes file for the whole request
 	clientName, ceiling := "", admission.Interactive
-	if s.opts.Clients != nil {
-		name, c, ok := s.opts.Clients.Authenticate(clientToken(r.Header))
+	if rt.Clients != nil {
+		name, c, ok := rt.Clients.Authenticate(clientToken(r.Header))
 		if !ok {
 			rj.reject(http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
 			return nil
@@ -98,7 +99,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 		return nil
 	}
 	planStart := time.Now()
-	policy, plan, err := s.opts.Planner.PlanRoute(chat.Model, route)
+	policy, plan, err := rt.Planner.PlanRoute(chat.Model, route)
 	s.opts.Observe.Planned(time.Since(planStart))
 	if err != nil {
 		msg := "the model '" + chat.Model + "' does not exist on this gateway"

@@ -59,9 +59,11 @@ type Options struct {
 	Planner            *candidates.Planner
 	Runner             *candidates.Runner
 	Admission          AdmissionStats
-	Health             HealthStats // nil: /admin/health answers an empty list
-	Reports            ReportStore // nil: records off
-	Clients            *ClientKeys // nil: the API is open
+	Health             HealthStats        // nil: /admin/health answers an empty list
+	Reports            ReportStore        // nil: records off
+	Clients            *ClientKeys        // nil: the API is open
+	Routes             *candidates.Routes // the routes file Planner and Clients came from; optional
+	Config             ConfigSource       // GET /admin/config; nil: 404
 	MaxRequestBytes    int64
 	StreamWriteTimeout time.Duration
 	AdminToken         secret.String
@@ -78,13 +80,38 @@ type Options struct {
 	TestHook func(point string)
 }
 
+// Routing is everything a routes reload replaces, as one value: the
+// planner, the client keys and the pre-encoded /v1/models body, with the
+// routes they were built from. A request loads it once, so it is planned
+// and authenticated against one routes file even while a reload swaps the
+// next one in; the swap is a single atomic store, with no lock on the
+// request path.
+type Routing struct {
+	Routes  *candidates.Routes // nil when the server was built without them
+	Planner *candidates.Planner
+	Clients *ClientKeys // nil: the API is open
+	models  []byte      // pre-encoded /v1/models body
+}
+
+// NewRouting bundles a planner and the client keys of one routes file.
+func NewRouting(routes *candidates.Routes, planner *candidates.Planner, clients *ClientKeys) *Routing {
+	return &Routing{Routes: routes, Planner: planner, Clients: clients, models: encodeModels(planner.Models())}
+}
+
+// SetRouting makes requests planned from now on use rt; requests already
+// planned finish on the routing they loaded.
+func (s *Server) SetRouting(rt *Routing) { s.routing.Store(rt) }
+
+// Routing is the routing new requests are planned with.
+func (s *Server) Routing() *Routing { return s.routing.Load() }
+
 // Server is the HTTP handler of the gateway.
 type Server struct {
 	opts     Options
 	router   chi.Router
 	chat     http.Handler                     // chat completions with the middlewares, dispatched before the router
 	others   [upstream.NumRoutes]http.Handler // the other API routes, likewise
-	models   []byte                           // pre-encoded /v1/models body
+	routing  atomic.Pointer[Routing]          // what a routes reload swaps; read once per request
 	notReady atomic.Bool                      // /readyz fails (shutdown began)
 	draining atomic.Bool                      // new chat requests get 503
 	hardStop context.Context                  // parent of every request context; cancelled with candidates.ErrShutdown when the grace ends
@@ -102,7 +129,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts}
 	s.hardStop, s.stopAll = context.WithCancelCause(context.Background())
-	s.models = encodeModels(opts.Planner.Models())
+	s.routing.Store(NewRouting(opts.Routes, opts.Planner, opts.Clients))
 	if opts.AccessLog {
 		s.access = newAccessLog(opts.Logger)
 	}
@@ -255,7 +282,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 
 func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(s.models)
+	_, _ = w.Write(s.routing.Load().models)
 }
 
 func encodeModels(names []string) []byte {

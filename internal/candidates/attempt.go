@@ -90,7 +90,11 @@ func (a *Attempt) open(parent context.Context) error {
 	ep := prov.Endpoint
 	a.call.Key, a.call.Auth, a.call.Extra, a.call.Defaults = c.Target.Key, ep.Auth, ep.Extra, ep.Defaults
 	a.call.ClientHeader, a.call.Stream = w.req.Header, w.req.Stream
-	resp, err := w.r.Upstreams[prov.Name].Send(a.ctx, &a.call)
+	send := prov.Sender
+	if send == nil {
+		send = w.r.Upstreams[prov.Name]
+	}
+	resp, err := send.Send(a.ctx, &a.call)
 	if err != nil {
 		var se *upstream.StatusError
 		if errors.As(err, &se) && se.ClientFault() {

@@ -123,7 +123,7 @@ type Runner struct {
 	Admit     Admitter
 	Record    Recorder
 	Observe   Observer          // optional
-	Upstreams map[string]Sender // by provider name
+	Upstreams map[string]Sender // by provider name, for providers without a Sender
 	HoldMode  watchdog.HoldMode // when a stream's execution slot is released
 	// Clock stamps the records and arms the attempts' deadlines and hedge
 	// timers; nil is the process clock.

@@ -46,6 +46,11 @@ type Provider struct {
 	CommitEvents   int           // stream events held before the commit point (at least 1)
 	CommitWithin   time.Duration // hold no longer than this after the first event; 0: no bound
 	Targets        []*Target
+	// Sender sends the provider's attempts. The gateway sets it before the
+	// planner serves, so a plan carries its own clients: a request planned
+	// before a routes reload finishes its plan, failover included, even on
+	// a provider the reload removed. Nil: Runner.Upstreams by name.
+	Sender Sender
 }
 
 // Target is one (provider, origin, key) tuple; it owns one target gate.

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,18 +71,22 @@ type Metrics struct {
 	healthMoves     *prometheus.CounterVec
 	retryBudget     *prometheus.CounterVec
 	hedges          *prometheus.CounterVec
+	reloads         *prometheus.CounterVec
 
 	stage [numStages]prometheus.Observer // cached per stage
-	// prov holds each provider's children, resolved once in New and keyed by
-	// the planner's *Provider, so an observation costs one pointer-keyed map
-	// lookup instead of hashing label values. A provider the planner did not
-	// list at New gets no per-provider observations.
-	prov map[*candidates.Provider]*providerObs
+	// prov holds each provider's children, resolved in New and again by
+	// SetProviders after a routes reload, keyed by the planner's *Provider,
+	// so an observation costs one atomic load and one pointer-keyed map
+	// lookup instead of hashing label values. A provider no planner of the
+	// last two generations listed gets no per-provider observations.
+	prov atomic.Pointer[map[*candidates.Provider]*providerObs]
+	gen  uint64 // SetProviders calls so far
 }
 
 type providerObs struct {
 	firstByte     prometheus.Observer
 	admissionWait prometheus.Observer
+	gen           uint64 // the SetProviders call that resolved it
 }
 
 // Sources are the components read at scrape time; Reports may be nil.
@@ -140,13 +145,19 @@ func New(src Sources) *Metrics {
 			Name: "gateway_hedges_total",
 			Help: "Hedge attempts (started because the running attempt was slow to commit), by provider and result: won (committed first), lost (another attempt settled the request), failed.",
 		}, []string{"provider", "result"}),
-		prov: map[*candidates.Provider]*providerObs{},
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_config_reloads_total",
+			Help: "Routes file reloads (SIGHUP or a change of the file), by result: success, error (the old routes keep serving).",
+		}, []string{"result"}),
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.attempts, m.firstByte, m.stages, m.admissionWait,
-		m.admTimeouts, m.watchdog, m.panics, m.healthMoves, m.retryBudget, m.hedges,
+		m.admTimeouts, m.watchdog, m.panics, m.healthMoves, m.retryBudget, m.hedges, m.reloads,
 	)
+	for _, r := range []string{ReloadSuccess, ReloadError} {
+		m.reloads.WithLabelValues(r)
+	}
 	for i, s := range stageNames {
 		m.stage[i] = m.stages.WithLabelValues(s)
 	}
@@ -155,23 +166,9 @@ func New(src Sources) *Metrics {
 			m.admTimeouts.WithLabelValues(gate, reason)
 		}
 	}
+	m.prov.Store(&map[*candidates.Provider]*providerObs{})
 	if src.Planner != nil {
-		for _, p := range src.Planner.Providers() {
-			m.prov[p] = &providerObs{
-				firstByte:     m.firstByte.WithLabelValues(p.Name),
-				admissionWait: m.admissionWait.WithLabelValues(p.Name),
-			}
-			for _, kind := range []string{"first_byte", "idle", "total"} {
-				m.watchdog.WithLabelValues(p.Name, kind)
-			}
-			for _, s := range health.States {
-				m.healthMoves.WithLabelValues(p.Name, s.String())
-			}
-			m.retryBudget.WithLabelValues(p.Name)
-			for _, r := range []string{candidates.HedgeWon, candidates.HedgeLost, candidates.HedgeFailed} {
-				m.hedges.WithLabelValues(p.Name, r)
-			}
-		}
+		m.SetProviders(src.Planner.Providers())
 	}
 	if src.Admission != nil {
 		m.Registry.MustRegister(&admissionCollector{s: src.Admission})
@@ -192,6 +189,50 @@ func New(src Sources) *Metrics {
 	m.Registry.MustRegister(hold)
 	return m
 }
+
+// Results of gateway_config_reloads_total.
+const (
+	ReloadSuccess = "success"
+	ReloadError   = "error"
+)
+
+// SetProviders resolves the per-provider children of a planner's
+// providers and initialises their families at zero; a routes reload calls
+// it with the new planner's. The previous planner's providers stay
+// resolved for one more generation, so requests planned before the reload
+// still observe under their provider. Calls must not overlap.
+func (m *Metrics) SetProviders(providers []*candidates.Provider) {
+	m.gen++
+	next := make(map[*candidates.Provider]*providerObs, 2*len(providers))
+	for _, p := range providers {
+		next[p] = &providerObs{
+			firstByte:     m.firstByte.WithLabelValues(p.Name),
+			admissionWait: m.admissionWait.WithLabelValues(p.Name),
+			gen:           m.gen,
+		}
+		for _, kind := range []string{"first_byte", "idle", "total"} {
+			m.watchdog.WithLabelValues(p.Name, kind)
+		}
+		for _, s := range health.States {
+			m.healthMoves.WithLabelValues(p.Name, s.String())
+		}
+		m.retryBudget.WithLabelValues(p.Name)
+		for _, r := range []string{candidates.HedgeWon, candidates.HedgeLost, candidates.HedgeFailed} {
+			m.hedges.WithLabelValues(p.Name, r)
+		}
+	}
+	if prev := m.prov.Load(); prev != nil {
+		for p, po := range *prev {
+			if po.gen == m.gen-1 {
+				next[p] = po
+			}
+		}
+	}
+	m.prov.Store(&next)
+}
+
+// ConfigReload counts a routes reload by result (ReloadSuccess, ReloadError).
+func (m *Metrics) ConfigReload(result string) { m.reloads.WithLabelValues(result).Inc() }
 
 // Handler serves the registry in the Prometheus exposition formats.
 func (m *Metrics) Handler() http.Handler {

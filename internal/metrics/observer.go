@@ -15,7 +15,7 @@ var _ candidates.Observer = (*Metrics)(nil)
 // global and target gates, so one wait covers both gate stages.
 func (m *Metrics) AdmissionWait(c *candidates.Candidate, waited time.Duration, err error) {
 	s := waited.Seconds()
-	if po := m.prov[c.Target.Provider]; po != nil {
+	if po := (*m.prov.Load())[c.Target.Provider]; po != nil {
 		po.admissionWait.Observe(s)
 	}
 	m.stage[stageExecutionGateWait].Observe(s)
@@ -43,7 +43,7 @@ func (m *Metrics) CandidateDone(c *candidates.Candidate, status, errorType strin
 // FirstByte implements candidates.Observer.
 func (m *Metrics) FirstByte(c *candidates.Candidate, d time.Duration) {
 	s := d.Seconds()
-	if po := m.prov[c.Target.Provider]; po != nil {
+	if po := (*m.prov.Load())[c.Target.Provider]; po != nil {
 		po.firstByte.Observe(s)
 	}
 	m.stage[stageFirstByte].Observe(s)

@@ -29,7 +29,7 @@ type batchArgs struct {
 	cCreatedAt                                     []time.Time
 	rID                                            [][16]byte
 	rClientRequestID, rModel, rRoute, rClient      []string
-	rPriority                                      []string
+	rPriority, rReplica                            []string
 	rStatus, rErrorType                            []string
 	rCreatedAt                                     []time.Time
 	rStream                                        []bool
@@ -61,7 +61,7 @@ func (a *batchArgs) fill(reqs []Request, reqNew []bool, cands []Candidate, candN
 		a.cRequestID, a.cIndex, a.cRetry, a.cProvider, a.cEndpoint, a.cKeyID, a.cModel,
 		a.cStatus, a.cSkipReason, a.cStatusCode, a.cErrorType, a.cErrorMessage,
 		a.cLatency, a.cFirstByte, a.cStartedAt, a.cFinishedAt, a.cCreatedAt,
-		a.rID, a.rClientRequestID, a.rCreatedAt, a.rModel, a.rRoute, a.rStream, a.rClient, a.rPriority,
+		a.rID, a.rClientRequestID, a.rCreatedAt, a.rModel, a.rRoute, a.rReplica, a.rStream, a.rClient, a.rPriority,
 		a.rStatus, a.rStatusCode, a.rErrorType, a.rLatency, a.rFirstByte,
 		a.rCandidateCount, a.rPromptTokens, a.rCompletionTokens, a.rTotalTokens, a.rFinishedAt)
 	if allNew {
@@ -100,6 +100,7 @@ func (a *batchArgs) addRequest(r *Request) {
 		route = "chat" // a record spooled before routes existed
 	}
 	a.rRoute = append(a.rRoute, route)
+	a.rReplica = append(a.rReplica, r.Replica)
 	a.rStream = append(a.rStream, r.Stream)
 	a.rClient = append(a.rClient, r.Client)
 	a.rPriority = append(a.rPriority, r.Priority)
@@ -127,7 +128,7 @@ func (a *batchArgs) reset() {
 	a.cRequestID = a.cRequestID[:0]
 	a.cIndex, a.cRetry, a.cStatusCode = a.cIndex[:0], a.cRetry[:0], a.cStatusCode[:0]
 	for _, s := range []*[]string{&a.cProvider, &a.cEndpoint, &a.cKeyID, &a.cModel, &a.cStatus,
-		&a.cSkipReason, &a.cErrorType, &a.cErrorMessage, &a.rClientRequestID, &a.rModel, &a.rRoute,
+		&a.cSkipReason, &a.cErrorType, &a.cErrorMessage, &a.rClientRequestID, &a.rModel, &a.rRoute, &a.rReplica,
 		&a.rClient, &a.rPriority, &a.rStatus, &a.rErrorType} {
 		clear(*s)
 		*s = (*s)[:0]
@@ -176,7 +177,7 @@ var candidateParams = []param{
 
 var requestParams = []param{
 	{"id", "uuid", ""}, {"client_request_id", "text", "nullText"}, {"created_at", "timestamptz", ""},
-	{"model", "text", ""}, {"route", "text", ""}, {"stream", "bool", ""}, {"client", "text", "nullText"},
+	{"model", "text", ""}, {"route", "text", ""}, {"replica", "text", ""}, {"stream", "bool", ""}, {"client", "text", "nullText"},
 	{"priority", "text", "nullText"}, {"status", "text", ""}, {"status_code", "int4", "nullZero"},
 	{"error_type", "text", "nullText"}, {"latency_ms", "int8", "millis"},
 	{"first_byte_ms", "int8", "millis"}, {"candidate_count", "int4", ""},

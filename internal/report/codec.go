@@ -60,8 +60,10 @@ func appendRequest(b []byte, r *Request) []byte {
 	b = binary.AppendVarint(b, r.CompletionTokens)
 	b = binary.AppendVarint(b, r.TotalTokens)
 	b = appendTime(b, r.FinishedAt)
-	// Last, so frames spooled by a version without routes still decode.
-	return appendString(b, r.Route)
+	// Last, so frames spooled by a version without routes (or replicas)
+	// still decode: each field added later goes after the ones before it.
+	b = appendString(b, r.Route)
+	return appendString(b, r.Replica)
 }
 
 func appendCandidate(b []byte, c *Candidate) []byte {
@@ -136,6 +138,9 @@ func decodePayload(p []byte, rec *record) error {
 		r.FinishedAt = d.time()
 		if len(d.b) > 0 { // frames spooled before routes existed end here
 			r.Route = d.string()
+		}
+		if len(d.b) > 0 { // frames spooled before replicas existed end here
+			r.Replica = d.string()
 		}
 	case kindCandidate:
 		c := &rec.cand

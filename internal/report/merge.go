@@ -115,6 +115,7 @@ func mergeRequest(stored, in *Request) {
 	m.ClientRequestID = coalesceString(in.ClientRequestID, stored.ClientRequestID)
 	m.Model = coalesceString(in.Model, stored.Model)
 	m.Route = coalesceString(in.Route, stored.Route)
+	m.Replica = coalesceString(in.Replica, stored.Replica)
 	m.Stream = in.Stream || stored.Stream
 	m.Client = coalesceString(in.Client, stored.Client)
 	m.Priority = coalesceString(in.Priority, stored.Priority)

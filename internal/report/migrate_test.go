@@ -34,21 +34,50 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		t.Errorf("status printed %q, want 00001_init.sql applied", out.String())
 	}
 
-	routeColumn := "SELECT count(*) FROM information_schema.columns WHERE table_name = 'requests' AND column_name = 'route'"
-	if n := queryInt(t, dsn, routeColumn); n != 1 {
-		t.Fatalf("after up: requests.route columns %d, want 1", n)
+	column := func(name string) string {
+		return "SELECT count(*) FROM information_schema.columns WHERE table_name = 'requests' AND column_name = '" + name + "'"
+	}
+	index := func(name string) string {
+		return "SELECT count(*) FROM pg_indexes WHERE indexname = '" + name + "'"
+	}
+	for _, q := range []string{column("route"), column("replica"), index("requests_created_at_id_idx"), index("request_candidates_attempted_idx")} {
+		if n := queryInt(t, dsn, q); n != 1 {
+			t.Fatalf("after up: %s = %d, want 1", q, n)
+		}
+	}
+	if n := queryInt(t, dsn, index("requests_created_at_idx")); n != 0 {
+		t.Errorf("after up: requests_created_at_idx still there (00004 replaces it)")
 	}
 
-	// down steps back one migration at a time: first the route column...
-	out.Reset()
-	if err := Migrate(ctx, secret.New(dsn), "down", &out); err != nil {
-		t.Fatalf("down: %v", err)
-	}
-	if n := queryInt(t, dsn, routeColumn); n != 0 {
-		t.Errorf("after one down: requests.route still there")
+	// down steps back one migration at a time: the console indexes (and the
+	// plain created_at index is back), the replica column, the route column...
+	for _, step := range []struct {
+		gone, kept []string
+	}{
+		{gone: []string{index("requests_created_at_id_idx"), index("requests_status_created_at_idx"),
+			index("requests_model_created_at_idx"), index("requests_client_created_at_idx"),
+			index("request_candidates_attempted_idx")},
+			kept: []string{index("requests_created_at_idx"), column("replica")}},
+		{gone: []string{column("replica")}, kept: []string{column("route")}},
+		{gone: []string{column("route")}, kept: []string{index("requests_created_at_idx")}},
+	} {
+		out.Reset()
+		if err := Migrate(ctx, secret.New(dsn), "down", &out); err != nil {
+			t.Fatalf("down: %v", err)
+		}
+		for _, q := range step.gone {
+			if n := queryInt(t, dsn, q); n != 0 {
+				t.Errorf("after down (%s): %s = %d, want 0", strings.TrimSpace(out.String()), q, n)
+			}
+		}
+		for _, q := range step.kept {
+			if n := queryInt(t, dsn, q); n != 1 {
+				t.Errorf("after down (%s): %s = %d, want 1", strings.TrimSpace(out.String()), q, n)
+			}
+		}
 	}
 	if n := queryInt(t, dsn, "SELECT count(*) FROM pg_tables WHERE tablename IN ('requests', 'request_candidates')"); n != 2 {
-		t.Errorf("after one down: %d report tables, want 2", n)
+		t.Errorf("after three downs: %d report tables, want 2", n)
 	}
 	// ...then the tables.
 	out.Reset()
@@ -56,7 +85,7 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		t.Fatalf("second down: %v", err)
 	}
 	if n := queryInt(t, dsn, "SELECT count(*) FROM pg_tables WHERE tablename IN ('requests', 'request_candidates')"); n != 0 {
-		t.Errorf("after two downs: %d report tables, want 0", n)
+		t.Errorf("after four downs: %d report tables, want 0", n)
 	}
 	out.Reset()
 	if err := Migrate(ctx, secret.New(dsn), "down", &out); err != nil {

@@ -24,6 +24,7 @@ type TimelineRequest struct {
 	CreatedAt        time.Time  `json:"created_at"`
 	Model            string     `json:"model"`
 	Route            string     `json:"route"`
+	Replica          string     `json:"replica"`
 	Stream           bool       `json:"stream"`
 	Client           *string    `json:"client"`
 	Priority         *string    `json:"priority"`
@@ -59,7 +60,7 @@ type TimelineCandidate struct {
 	CreatedAt      time.Time  `json:"created_at"`
 }
 
-const selectRequestSQL = `SELECT id, client_request_id, created_at, model, route, stream, client, priority,
+const selectRequestSQL = `SELECT id, client_request_id, created_at, model, route, replica, stream, client, priority,
     status, status_code, error_type, latency_ms, first_byte_ms, candidate_count,
     prompt_tokens, completion_tokens, total_tokens, finished_at
 FROM requests WHERE id = $1`
@@ -82,7 +83,7 @@ func (w *Writer) Timeline(ctx context.Context, id uuid.UUID) (Timeline, error) {
 	var tl Timeline
 	r := &tl.Request
 	err := pool.QueryRow(ctx, selectRequestSQL, id).Scan(
-		&r.ID, &r.ClientRequestID, &r.CreatedAt, &r.Model, &r.Route, &r.Stream, &r.Client, &r.Priority,
+		&r.ID, &r.ClientRequestID, &r.CreatedAt, &r.Model, &r.Route, &r.Replica, &r.Stream, &r.Client, &r.Priority,
 		&r.Status, &r.StatusCode, &r.ErrorType, &r.LatencyMS, &r.FirstByteMS, &r.CandidateCount,
 		&r.PromptTokens, &r.CompletionTokens, &r.TotalTokens, &r.FinishedAt)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -17,7 +17,10 @@ type Request struct {
 	Model           string
 	// Route is the client route: chat, messages, embeddings or responses
 	// ("" is stored as chat, the column's default).
-	Route          string
+	Route string
+	// Replica is the gateway replica that served the request; the writer
+	// stamps Options.Replica on records that leave it empty.
+	Replica        string
 	Stream         bool
 	Client         string        // "" -> NULL
 	Priority       string        // "" -> NULL
@@ -107,6 +110,7 @@ const (
 	ErrorTypeStreamError        = "upstream_stream_error" // an error object in a stream before its commit point
 	ErrorTypeHedgeLost          = "hedge_lost"            // another attempt of the request committed first
 	ErrorTypeCoolingDown        = "cooling_down"          // given up while waiting: its target turned cooling
+	ErrorTypeClientLimit        = "client_limit_exceeded" // the client's max_concurrency stayed full for the queue budget
 )
 
 // candidateRank orders candidate statuses: a stored row is replaced only by a record

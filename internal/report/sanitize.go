@@ -245,6 +245,7 @@ func sanitizeRequest(r *Request, now time.Time) (reject string) {
 	}
 	r.ClientRequestID = cleanText(r.ClientRequestID, maxFieldBytes)
 	r.Model = cleanText(r.Model, maxFieldBytes)
+	r.Replica = cleanText(r.Replica, maxFieldBytes)
 	r.Client = cleanText(r.Client, maxFieldBytes)
 	r.Priority = cleanText(r.Priority, maxFieldBytes)
 	r.ErrorType = cleanText(r.ErrorType, maxFieldBytes)

@@ -65,6 +65,7 @@ ON CONFLICT (id) DO UPDATE SET
     client_request_id = COALESCE(EXCLUDED.client_request_id, t.client_request_id),
     model             = COALESCE(NULLIF(EXCLUDED.model, ''), t.model),
     route             = EXCLUDED.route,
+    replica           = COALESCE(NULLIF(EXCLUDED.replica, ''), t.replica),
     stream            = t.stream OR EXCLUDED.stream,
     client            = COALESCE(EXCLUDED.client, t.client),
     priority          = COALESCE(EXCLUDED.priority, t.priority),

@@ -62,6 +62,11 @@ type Options struct {
 	// Retention deletes rows whose created_at is older than this, in small
 	// batches; 0 keeps everything. (The config layer's default is 720h.)
 	Retention time.Duration
+	// Replica names this process (GATEWAY_REPLICA_ID). RecordRequest stamps
+	// it on every request record that does not name one, so a record spooled
+	// during an outage and replayed later, even by another process reading
+	// this spool, keeps the replica that served it.
+	Replica string
 	// Logger receives the writer's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -247,6 +252,9 @@ func (w *Writer) Start(ctx context.Context) {
 // RecordRequest hands r to the writer. It never waits on I/O unless the queue is
 // full, in which case it appends r to the spool file (no database I/O).
 func (w *Writer) RecordRequest(r Request) {
+	if r.Replica == "" {
+		r.Replica = w.opts.Replica
+	}
 	w.enqueue(record{kind: kindRequest, req: r})
 }
 

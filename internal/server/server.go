@@ -26,12 +26,14 @@ import (
 
 // Gateway is one assembled gateway.
 type Gateway struct {
-	Config    config.Config
+	Config config.Config
+	// Planner is the planner New built; after a routes reload the one in
+	// service is API.Routing().Planner.
 	Planner   *candidates.Planner
 	Scheduler *admission.Scheduler
 	Reports   *report.Writer // nil when records are off
 	API       *api.Server
-	Upstreams map[string]*upstream.Client
+	Upstreams map[string]*upstream.Client // in service, by provider name; replaced by a reload
 	Metrics   *metrics.Metrics
 	Health    *health.Tracker
 	Log       *slog.Logger
@@ -40,6 +42,8 @@ type Gateway struct {
 	// starts at once: cmd/gateway closes it on a second SIGTERM or SIGINT, for
 	// an operator who does not want to wait for load balancers. Nil never skips.
 	SkipDelay <-chan struct{}
+
+	reload reloadState // routes reloads (reload.go)
 }
 
 // The metrics receive the API's measurements through api.Observer, as they
@@ -56,7 +60,8 @@ func (nopRecorder) RecordCandidate(report.Candidate) {}
 // New builds a gateway. It starts the report writer's goroutines (which
 // tolerate a Postgres that is down); Run serves and Close releases the rest.
 func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log *slog.Logger) (*Gateway, error) {
-	g := &Gateway{Config: cfg, Log: log, Upstreams: map[string]*upstream.Client{}}
+	g := &Gateway{Config: cfg, Log: log}
+	g.reload.file, g.reload.loadedAt = cfg.RoutesFile, time.Now()
 	g.Health = health.NewTracker(health.SystemClock{}, g.healthChanged)
 	planner, err := candidates.NewPlanner(routes, candidates.PlannerOptions{
 		DefaultFirstByte: cfg.FirstByteTimeout, DefaultQueueBudget: cfg.QueueBudget, Health: g.Health,
@@ -65,11 +70,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		return nil, err
 	}
 	g.Planner = planner
-	for _, p := range planner.Providers() {
-		g.Upstreams[p.Name] = upstream.NewClient(upstream.ClientOptions{
-			Provider: p.Name, ConnectTimeout: p.ConnectTimeout, MaxIdlePerHost: p.MaxConcurrency * len(p.Targets),
-		})
-	}
+	g.attachClients(planner) // each provider sends through its own client
 	g.Scheduler = admission.New(admission.Config{
 		GlobalLimit: cfg.ExecutionGateLimit, MaxPending: cfg.MaxPending, AgingInterval: cfg.AgingInterval,
 	})
@@ -97,17 +98,13 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		src.Reports = g.Reports
 	}
 	g.Metrics = metrics.New(src)
-	senders := make(map[string]candidates.Sender, len(g.Upstreams))
-	for name, c := range g.Upstreams {
-		senders[name] = c
-	}
-	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics, Upstreams: senders,
+	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics,
 		HoldMode:      cfg.HoldMode,
 		Budget:        candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond, nil),
 		HedgeMinDelay: cfg.HedgeMinDelay}
 	g.API = api.New(api.Options{
 		Planner: planner, Runner: runner, Admission: g.Scheduler, Reports: store,
-		Clients: api.NewClientKeys(routes.Clients), Health: g.Health,
+		Clients: api.NewClientKeys(routes.Clients), Routes: routes, Config: g, Health: g.Health,
 		MaxRequestBytes: int64(cfg.MaxRequestBytes), StreamWriteTimeout: cfg.StreamWriteTimeout,
 		ReadBodyTimeout: cfg.ReadBodyTimeout,
 		AdminToken:      cfg.AdminToken, PProf: bool(cfg.PProf), Logger: log,
@@ -219,7 +216,12 @@ func (g *Gateway) Close(ctx context.Context) {
 			g.Log.Warn("report writer close", "err", err)
 		}
 	}
+	g.reload.mu.Lock()
+	defer g.reload.mu.Unlock()
 	for _, c := range g.Upstreams {
+		c.CloseIdle()
+	}
+	for _, c := range g.reload.retired {
 		c.CloseIdle()
 	}
 }

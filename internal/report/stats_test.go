@@ -1,0 +1,135 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// TestStatsGrid: the bucket is a sixtieth of the window in whole seconds,
+// buckets are aligned, and the last one holds now.
+func TestStatsGrid(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 30, 30, 500, time.UTC)
+	for _, tc := range []struct {
+		window, bucket time.Duration
+		until          time.Time
+	}{
+		{time.Hour, time.Minute, time.Date(2026, 11, 30, 12, 31, 0, 0, time.UTC)},
+		{time.Minute, time.Second, time.Date(2026, 11, 30, 12, 30, 31, 0, time.UTC)},
+		{24 * time.Hour, 24 * time.Minute, time.Date(2026, 11, 30, 12, 48, 0, 0, time.UTC)},
+		{90 * time.Second, time.Second, time.Date(2026, 11, 30, 12, 30, 31, 0, time.UTC)}, // 1.5 s cut to 1 s
+	} {
+		since, until, bucket := StatsGrid(tc.window, now)
+		if bucket != tc.bucket || !until.Equal(tc.until) || !since.Equal(until.Add(-StatsBuckets*bucket)) || !now.Before(until) {
+			t.Errorf("window %s: since %s until %s bucket %s; want bucket %s until %s", tc.window, since, until, bucket, tc.bucket, tc.until)
+		}
+	}
+}
+
+// TestProviderStats protects GET /admin/stats/providers: only attempted
+// candidates count, failures and the failure rate are per provider, every
+// provider has all sixty buckets oldest first (empty ones too), the window's
+// edges are [since, until), and the latency percentiles are over the
+// attempts that ended.
+func TestProviderStats(t *testing.T) {
+	dsn := migratedURL(t)
+	w := connectedWriter(t, dsn)
+	now := time.Date(2026, 11, 30, 12, 30, 30, 0, time.UTC)
+	w.now = func() time.Time { return now }
+	since := time.Date(2026, 11, 30, 11, 31, 0, 0, time.UTC) // until 12:31:00, bucket 1m
+
+	var recs []record
+	cand := func(provider, status string, at time.Time, latency time.Duration) {
+		recs = append(recs, record{kind: kindCandidate, cand: Candidate{RequestID: uuid.New(), Provider: provider,
+			Status: status, CreatedAt: at, Latency: latency}})
+	}
+	mid := time.Date(2026, 11, 30, 12, 0, 10, 0, time.UTC) // bucket 29
+	cand("a", CandidateSuccess, mid, 100*time.Millisecond)
+	cand("a", CandidateSuccess, mid, 200*time.Millisecond)
+	cand("a", CandidateFailed, mid, 300*time.Millisecond)
+	cand("a", CandidateSkipped, mid, 0)                         // not attempted
+	cand("a", CandidateUnused, mid, 0)                          // not attempted
+	cand("a", CandidateAvailable, mid, 0)                       // not attempted (yet)
+	cand("a", CandidatePending, now.Add(-time.Second), 0)       // bucket 59, still running
+	cand("b", CandidateFailed, since, 40*time.Millisecond)      // the first instant of the window
+	cand("b", CandidateFailed, since.Add(-time.Microsecond), 0) // just before it
+	cand("b", CandidateSuccess, since.Add(time.Hour), 0)        // until: outside
+	cand("c", CandidateSkipped, mid, 0)                         // a provider with no attempt: absent
+	cand("d", CandidateCancelled, mid.Add(5*time.Minute), 0)    // attempted, not failed
+	mustUpsert(t, w, recs)
+
+	st, err := w.ProviderStats(context.Background(), time.Hour)
+	if err != nil {
+		t.Fatalf("ProviderStats: %v", err)
+	}
+	if st.Window != "1h0m0s" || st.Bucket != "1m0s" || !st.Since.Equal(since) || !st.Until.Equal(since.Add(time.Hour)) {
+		t.Errorf("grid %s %s %s..%s, want 1h0m0s 1m0s %s..%s", st.Window, st.Bucket, st.Since, st.Until, since, since.Add(time.Hour))
+	}
+	type want struct {
+		provider         string
+		attempts, failed int64
+		rate             float64
+		p50, p99         int64 // -1: null
+		nonEmpty         map[int][2]int64
+	}
+	wants := []want{
+		{"a", 4, 1, 0.25, 200, 300, map[int][2]int64{29: {3, 1}, 59: {1, 0}}},
+		{"b", 1, 1, 1, 40, 40, map[int][2]int64{0: {1, 1}}},
+		{"d", 1, 0, 0, -1, -1, map[int][2]int64{34: {1, 0}}},
+	}
+	if len(st.Providers) != len(wants) {
+		t.Fatalf("%d providers %+v, want a, b, d", len(st.Providers), st.Providers)
+	}
+	ptr := func(p *int64) int64 {
+		if p == nil {
+			return -1
+		}
+		return *p
+	}
+	for i, wt := range wants {
+		p := st.Providers[i]
+		if p.Provider != wt.provider || p.Attempts != wt.attempts || p.Failed != wt.failed || p.FailureRate != wt.rate ||
+			ptr(p.P50MS) != wt.p50 || ptr(p.P99MS) != wt.p99 {
+			t.Errorf("provider %d: %s attempts %d failed %d rate %v p50 %d p99 %d; want %+v",
+				i, p.Provider, p.Attempts, p.Failed, p.FailureRate, ptr(p.P50MS), ptr(p.P99MS), wt)
+		}
+		if len(p.Buckets) != StatsBuckets {
+			t.Fatalf("%s: %d buckets, want %d", p.Provider, len(p.Buckets), StatsBuckets)
+		}
+		for j, b := range p.Buckets {
+			if !b.Start.Equal(since.Add(time.Duration(j) * time.Minute)) {
+				t.Errorf("%s bucket %d starts %s", p.Provider, j, b.Start)
+			}
+			if got := [2]int64{b.Attempts, b.Failed}; got != wt.nonEmpty[j] {
+				t.Errorf("%s bucket %d: attempts, failed %v; want %v", p.Provider, j, got, wt.nonEmpty[j])
+			}
+		}
+	}
+
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"window":"1h0m0s"`, `"bucket":"1m0s"`, `"since":"2026-11-30T11:31:00Z"`,
+		`"until":"2026-11-30T12:31:00Z"`, `"provider":"b","attempts":1,"failed":1,"failure_rate":1,`,
+		`"buckets":[{"start":"2026-11-30T11:31:00Z","attempts":1,"failed":1},{"start":"2026-11-30T11:32:00Z","attempts":0,"failed":0}`,
+		`"p50_latency_ms":null`} {
+		if !strings.Contains(string(b), key) {
+			t.Errorf("JSON lacks %s: %s", key, b)
+		}
+	}
+
+	if _, err := w.ProviderStats(context.Background(), 30*time.Second); err == nil {
+		t.Error("window below the minimum: no error")
+	}
+	// An empty window: no providers, a JSON [] rather than null.
+	w.now = func() time.Time { return now.Add(48 * time.Hour) }
+	st, err = w.ProviderStats(context.Background(), time.Hour)
+	if err != nil || st.Providers == nil || len(st.Providers) != 0 {
+		t.Errorf("empty window: %+v, %v; want no providers", st.Providers, err)
+	}
+}
