@@ -8,18 +8,28 @@ import (
 
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/quota"
 )
 
 // ClientKeys authenticates client bearer tokens against the SHA-256 digests
 // of the routes file; the tokens themselves are never stored.
 type ClientKeys struct {
 	clients []clientKey
+	limits  map[string]clientLimits // by client name; only clients with a limit
 }
 
 type clientKey struct {
 	name     string
 	digest   [sha256.Size]byte
 	priority admission.Priority
+}
+
+// limitsOf is the limits of the client named name (none when absent).
+func (ck *ClientKeys) limitsOf(name string) clientLimits {
+	if ck == nil {
+		return clientLimits{}
+	}
+	return ck.limits[name]
 }
 
 // NewClientKeys returns nil when no clients are configured (the API is open).
@@ -35,6 +45,14 @@ func NewClientKeys(cfg []candidates.ClientConfig) *ClientKeys {
 		copy(k.digest[:], raw)
 		k.priority, _ = admission.ParsePriority(c.Priority)
 		ck.clients = append(ck.clients, k)
+		lim := clientLimits{concurrency: c.MaxConcurrency,
+			rates: quota.Limits{RequestsPerMinute: c.RequestsPerMinute, TokensPerMinute: c.TokensPerMinute}}
+		if lim.concurrency > 0 || lim.rates.Any() {
+			if ck.limits == nil {
+				ck.limits = map[string]clientLimits{}
+			}
+			ck.limits[c.Name] = lim
+		}
 	}
 	return ck
 }

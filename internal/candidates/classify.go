@@ -187,6 +187,13 @@ func (e *AdmissionError) Unwrap() error { return e.Err }
 func admissionFailure(err error) Failure {
 	var te *admission.TimeoutError
 	switch {
+	case errors.As(err, &te) && te.Gate == admission.ClientGate:
+		// The client's own limit: another candidate would meet the same
+		// gate, so the request ends here, as a rate limit (DESIGN 10.4).
+		f := stop(report.CandidateFailed, http.StatusTooManyRequests, report.ErrorTypeClientLimit, err.Error(), report.RequestFailed)
+		f.ReplyCode, f.RetryAfter = "rate_limit_exceeded", max(te.Budget, time.Second)
+		f.Reply = "too many requests in flight for this client (its max_concurrency)"
+		return f
 	case errors.As(err, &te):
 		return Failure{Status: report.CandidateFailed, Code: http.StatusTooManyRequests, ErrorType: report.ErrorTypeAdmissionTimeout,
 			Message: err.Error(), Failover: true, Capacity: true, RetryAfter: te.Budget}

@@ -156,7 +156,7 @@ func (h *hedging) fly(ctx context.Context, f *flight, probe bool) {
 		}
 		h.landed <- l
 	}()
-	var dims [1]admission.Dimension
+	var dims [2]admission.Dimension
 	lease, err := h.w.r.Admit.Acquire(ctx, h.w.admission(f.a.i, &dims))
 	f.a.probe = probe
 	if err != nil {

@@ -62,6 +62,9 @@ type Request struct {
 	Deadline time.Time
 	// Hedge is the route's hedging; the zero value is off.
 	Hedge Hedge
+	// ClientConcurrency is the client's max_concurrency: every attempt
+	// also takes a slot of the client's gate. Zero: no client gate.
+	ClientConcurrency int
 }
 
 // Exchange is a request's wire format as the loop sees it (implemented by
@@ -173,7 +176,7 @@ type walk struct {
 	failed     int
 	retryAfter time.Duration
 	current    int                    // candidate being attempted, -1 before the first
-	dims       [1]admission.Dimension // the attempt's quota dimensions, reused across attempts
+	dims       [2]admission.Dimension // the attempt's quota dimensions, reused across attempts
 	out        Outcome                // how the request ended, once it did
 	admitStart time.Time              // when the attempt in flight asked for its slots
 	sent       time.Time              // when the first byte went to the client
@@ -354,11 +357,16 @@ func (w *walk) starting(i int) {
 
 // admission is candidate i's admission request; dims is where its quota
 // dimensions live.
-func (w *walk) admission(i int, dims *[1]admission.Dimension) admission.Request {
+func (w *walk) admission(i int, dims *[2]admission.Dimension) admission.Request {
 	c := &w.req.Candidates[i]
 	prov := c.Target.Provider
 	dims[0] = admission.Dimension{Gate: admission.TargetGate, ID: c.Target.ID, Label: prov.Name, Limit: prov.MaxConcurrency}
-	return admission.Request{Priority: w.req.Priority, Budget: prov.QueueBudget, Dimensions: dims[:]}
+	n := 1
+	if w.req.ClientConcurrency > 0 {
+		dims[1] = admission.Dimension{Gate: admission.ClientGate, ID: w.req.Client, Label: w.req.Client, Limit: w.req.ClientConcurrency}
+		n = 2
+	}
+	return admission.Request{Priority: w.req.Priority, Budget: prov.QueueBudget, Dimensions: dims[:n]}
 }
 
 func (w *walk) release(lease *admission.Lease) {
@@ -443,7 +451,7 @@ func (w *walk) apply(i int, f Failure, committed bool) (done bool) {
 	w.healthDone(i, f.Verdict())
 	if !f.Failover {
 		return w.stop(i+1, Outcome{Status: f.RequestStatus, StatusCode: f.RequestCode, ErrorType: f.ErrorType,
-			Code: f.ReplyCode, Message: f.Reply, Committed: committed, Relay: f.Relay})
+			Code: f.ReplyCode, Message: f.Reply, Committed: committed, Relay: f.Relay, RetryAfter: f.RetryAfter})
 	}
 	w.timedOut = f.Timeout
 	if f.Capacity {

@@ -179,6 +179,13 @@ type ClientConfig struct {
 	Name      string `yaml:"name"`
 	KeySHA256 string `yaml:"key_sha256"`
 	Priority  string `yaml:"priority"`
+	// Limits, each absent for none (DESIGN 10.4). MaxConcurrency counts
+	// the client's upstream attempts in flight; the rates count requests
+	// and the tokens of the upstream's usage in a one-minute window. With
+	// GATEWAY_REDIS_URL they hold across replicas.
+	MaxConcurrency    int `yaml:"max_concurrency"`
+	RequestsPerMinute int `yaml:"requests_per_minute"`
+	TokensPerMinute   int `yaml:"tokens_per_minute"`
 }
 
 // Duration is a time.Duration written in Go syntax in YAML.
@@ -443,6 +450,14 @@ func (v *validator) validate(r *Routes) error {
 		}
 		if _, err := admission.ParsePriority(c.Priority); err != nil {
 			return v.fail(path+".priority", ": %v", err)
+		}
+		for _, lim := range []struct {
+			field string
+			v     int
+		}{{"max_concurrency", c.MaxConcurrency}, {"requests_per_minute", c.RequestsPerMinute}, {"tokens_per_minute", c.TokensPerMinute}} {
+			if _, written := v.lines[path+"."+lim.field]; written && lim.v <= 0 {
+				return v.fail(path+"."+lim.field, " must be a positive whole number, got %d (leave it out for no limit)", lim.v)
+			}
 		}
 	}
 	return nil

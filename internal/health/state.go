@@ -134,6 +134,7 @@ const (
 	ReasonCooldownEnded  = "cooldown_ended"  // cooling -> probing
 	ReasonProbeSucceeded = "probe_succeeded" // probing (or a forced probe while cooling) -> healthy
 	ReasonProbeFailed    = "probe_failed"    // probing -> cooling, with the doubled cooldown
+	ReasonPeer           = "peer_replica"    // -> cooling at once: another replica cooled the target (DESIGN 10.4)
 )
 
 // Transition describes one state change of one target.

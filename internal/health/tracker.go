@@ -156,3 +156,42 @@ func (t *Tracker) Counts() map[string]map[State]int {
 	}
 	return out
 }
+
+// CoolShared cools a target until until because another replica cooled it
+// (shared health, DESIGN 10.4). A target already cooling keeps the later
+// end; the cooldown's doubling is left alone, as this replica saw no
+// failure of its own. Unknown targets and past ends are ignored. The
+// transition's reason is ReasonPeer, so the caller does not pass it on
+// again.
+func (t *Tracker) CoolShared(targetID string, until time.Time) {
+	t.mu.Lock()
+	tg := t.byID[targetID]
+	t.mu.Unlock()
+	if tg == nil {
+		return
+	}
+	now := t.clock.Now()
+	if !until.After(now) {
+		return
+	}
+	tg.mu.Lock()
+	tr, changed := tg.advance(now)
+	if changed {
+		tg.mu.Unlock()
+		t.emit(tr)
+		tg.mu.Lock()
+	}
+	if tg.state == Cooling {
+		tg.until = later(tg.until, until)
+		tg.mu.Unlock()
+		return
+	}
+	tg.probeHeld = false
+	tg.until = until
+	tr, changed = tg.move(Cooling, ReasonPeer, Verdict{})
+	tg.publish()
+	tg.mu.Unlock()
+	if changed {
+		t.emit(tr)
+	}
+}

@@ -80,6 +80,11 @@ func CopyResponseHeaders(dst, src http.Header) {
 		if isHop(k) || upstreamOnly[k] || conn[k] {
 			continue
 		}
+		if _, ours := dst[k]; ours && strings.HasPrefix(k, "X-Ratelimit-") {
+			// The gateway's own client limits were set already; the
+			// provider's describe the gateway's key, not this client.
+			continue
+		}
 		dst[k] = append(dst[k][:0:0], vv...)
 	}
 }

@@ -1,0 +1,78 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/llmgw/gateway/internal/quota"
+)
+
+// RateCounter counts clients' request and token rates (quota.Rates: in
+// Redis across replicas, or in this process).
+type RateCounter interface {
+	Admit(ctx context.Context, client string, l quota.Limits) quota.RateState
+	AddTokens(ctx context.Context, client string, l quota.Limits, n int)
+}
+
+// clientLimits are one client's limits from the routes file.
+type clientLimits struct {
+	concurrency int
+	rates       quota.Limits
+}
+
+// codeRateLimitExceeded is OpenAI's code for a client over its rate limit.
+const codeRateLimitExceeded = "rate_limit_exceeded"
+
+// countRate counts one request of a client with rate limits and sets the
+// x-ratelimit-* headers; it answers 429 itself and returns false when a
+// window is full. It runs after every check that can refuse the request,
+// so a malformed request never uses up the client's quota.
+func (s *Server) countRate(rj rejecter, client string, lim clientLimits) bool {
+	if !lim.rates.Any() || s.opts.Rates == nil {
+		return true
+	}
+	st := s.opts.Rates.Admit(rj.r.Context(), client, lim.rates)
+	setRateHeaders(rj.w.Header(), lim.rates, st)
+	if st.Allowed {
+		return true
+	}
+	rj.w.Header().Set("Retry-After", retryAfterSeconds(st.RetryAfter))
+	what := "requests"
+	if lim.rates.TokensPerMinute > 0 && st.RemainingTokens == 0 {
+		what = "tokens"
+	}
+	rj.reject(http.StatusTooManyRequests, typeRateLimit, codeRateLimitExceeded, "",
+		"rate limit reached for "+what+" per minute; retry after "+retryAfterSeconds(st.RetryAfter)+"s")
+	return false
+}
+
+// countTokens adds a finished request's tokens to its client's window,
+// after the response, so the client's next request sees them.
+func (s *Server) countTokens(ctx context.Context, client string, lim clientLimits, usage int) {
+	if lim.rates.TokensPerMinute > 0 && s.opts.Rates != nil && usage > 0 {
+		s.opts.Rates.AddTokens(context.WithoutCancel(ctx), client, lim.rates, usage)
+	}
+}
+
+// setRateHeaders writes OpenAI's x-ratelimit-* headers for the limits the
+// client has. They are set before the response starts, and the provider's
+// headers of the same names do not replace them (upstream.CopyResponseHeaders).
+func setRateHeaders(h http.Header, l quota.Limits, st quota.RateState) {
+	if l.RequestsPerMinute > 0 {
+		h.Set("X-Ratelimit-Limit-Requests", strconv.Itoa(st.Requests))
+		h.Set("X-Ratelimit-Remaining-Requests", strconv.Itoa(st.RemainingRequests))
+		h.Set("X-Ratelimit-Reset-Requests", resetString(st.ResetRequests))
+	}
+	if l.TokensPerMinute > 0 {
+		h.Set("X-Ratelimit-Limit-Tokens", strconv.Itoa(st.Tokens))
+		h.Set("X-Ratelimit-Remaining-Tokens", strconv.Itoa(st.RemainingTokens))
+		h.Set("X-Ratelimit-Reset-Tokens", resetString(st.ResetTokens))
+	}
+}
+
+// resetString spells a reset the way OpenAI does: "1s", "6m0s", "59.5s".
+func resetString(d time.Duration) string {
+	return d.Round(time.Millisecond).String()
+}

@@ -1,0 +1,227 @@
+package quota
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RateWindow is the span of a client's request and token counts. A window
+// starts with the first request (or token) counted in it, so a client is
+// never refused or reset by a wall-clock minute boundary it did not see.
+const RateWindow = time.Minute
+
+// Limits are one client's rates; 0 means no limit.
+type Limits struct {
+	RequestsPerMinute int
+	TokensPerMinute   int
+}
+
+// Any reports that at least one rate is limited.
+func (l Limits) Any() bool { return l.RequestsPerMinute > 0 || l.TokensPerMinute > 0 }
+
+// RateState is a client's standing after a request was counted (or
+// refused): what OpenAI's x-ratelimit-* headers report.
+type RateState struct {
+	Allowed bool
+	// RetryAfter is when the exhausted window ends; set when refused.
+	RetryAfter time.Duration
+
+	Requests, RemainingRequests int
+	ResetRequests               time.Duration
+	Tokens, RemainingTokens     int
+	ResetTokens                 time.Duration
+}
+
+// admitScript counts one request when both windows have room. KEYS[1] is
+// the request counter, KEYS[2] the token counter; ARGV are their limits
+// (0: none) and the window in ms. It returns {allowed, requests, tokens,
+// request window ms left, token window ms left}.
+var admitScript = redis.NewScript(`
+local r = tonumber(redis.call('GET', KEYS[1]) or '0')
+local t = tonumber(redis.call('GET', KEYS[2]) or '0')
+local rl, tl, win = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local ok = 1
+if (rl > 0 and r >= rl) or (tl > 0 and t >= tl) then
+  ok = 0
+elseif rl > 0 then
+  r = redis.call('INCR', KEYS[1])
+  if r == 1 then redis.call('PEXPIRE', KEYS[1], win) end
+end
+return {ok, r, t, redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}
+`)
+
+// tokensScript adds a request's tokens to its client's token window,
+// starting the window when it is the first count in it.
+var tokensScript = redis.NewScript(`
+local v = redis.call('INCRBY', KEYS[1], ARGV[1])
+if redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return v
+`)
+
+func rpmKey(client string) string { return keyPrefix + "rpm:" + client }
+func tpmKey(client string) string { return keyPrefix + "tpm:" + client }
+
+// Rates counts client rates across replicas in Redis, and in local
+// windows (a share of each limit) while Redis does not answer.
+type Rates struct {
+	store *Store // nil: local only
+	local *LocalRates
+}
+
+// NewRates returns the rates of store, or purely local ones when store is
+// nil (no GATEWAY_REDIS_URL).
+func NewRates(store *Store) *Rates {
+	return &Rates{store: store, local: NewLocalRates()}
+}
+
+// Admit counts one request of client if its windows have room.
+func (r *Rates) Admit(ctx context.Context, client string, l Limits) RateState {
+	if r.store == nil {
+		return r.local.Admit(client, l, 1)
+	}
+	if r.store.Degraded() {
+		return r.local.Admit(client, l, r.store.Replicas())
+	}
+	octx, cancel := r.store.opContext(ctx)
+	vals, err := admitScript.Run(octx, r.store.rdb, []string{rpmKey(client), tpmKey(client)},
+		l.RequestsPerMinute, l.TokensPerMinute, RateWindow.Milliseconds()).Int64Slice()
+	cancel()
+	if err != nil || len(vals) != 5 {
+		if ctx.Err() == nil && err != nil {
+			r.store.enterDegraded(err)
+		}
+		// Never refuse because Redis is away: count against the share.
+		return r.local.Admit(client, l, r.store.Replicas())
+	}
+	st := RateState{Allowed: vals[0] == 1}
+	fill(&st, l, int(vals[1]), int(vals[2]), msLeft(vals[3]), msLeft(vals[4]))
+	return st
+}
+
+// AddTokens counts a finished request's tokens. It waits for Redis (one
+// round trip, after the response was sent) so that the client's next
+// request already sees them.
+func (r *Rates) AddTokens(ctx context.Context, client string, l Limits, n int) {
+	if l.TokensPerMinute <= 0 || n <= 0 {
+		return
+	}
+	if r.store == nil || r.store.Degraded() {
+		r.local.AddTokens(client, n)
+		return
+	}
+	octx, cancel := r.store.opContext(ctx)
+	err := tokensScript.Run(octx, r.store.rdb, []string{tpmKey(client)}, n, RateWindow.Milliseconds()).Err()
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			r.store.enterDegraded(err)
+		}
+		r.local.AddTokens(client, n)
+	}
+}
+
+// msLeft turns a PTTL answer into the window's time left: a missing key
+// (-2) or one without expiry (-1) has a whole window ahead.
+func msLeft(ms int64) time.Duration {
+	if ms < 0 {
+		return RateWindow
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// fill sets the header figures from the counts.
+func fill(st *RateState, l Limits, reqs, toks int, resetReq, resetTok time.Duration) {
+	st.Requests, st.Tokens = l.RequestsPerMinute, l.TokensPerMinute
+	st.RemainingRequests = max(l.RequestsPerMinute-reqs, 0)
+	st.RemainingTokens = max(l.TokensPerMinute-toks, 0)
+	st.ResetRequests, st.ResetTokens = resetReq, resetTok
+	if !st.Allowed {
+		if l.RequestsPerMinute > 0 && reqs >= l.RequestsPerMinute {
+			st.RetryAfter = resetReq
+		}
+		if l.TokensPerMinute > 0 && toks >= l.TokensPerMinute {
+			st.RetryAfter = max(st.RetryAfter, resetTok)
+		}
+	}
+}
+
+// LocalRates counts client rates in this process only.
+type LocalRates struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	clients map[string]*localWindow
+}
+
+type localWindow struct {
+	reqStart, tokStart time.Time
+	reqs, toks         int
+}
+
+// NewLocalRates returns empty local windows on the process clock.
+func NewLocalRates() *LocalRates {
+	return &LocalRates{now: time.Now, clients: map[string]*localWindow{}}
+}
+
+// Admit counts one request of client against limits divided by share (the
+// replicas sharing them; 1 when alone), each at least 1.
+func (lr *LocalRates) Admit(client string, l Limits, share int) RateState {
+	share = max(share, 1)
+	if l.RequestsPerMinute > 0 {
+		l.RequestsPerMinute = max(l.RequestsPerMinute/share, 1)
+	}
+	if l.TokensPerMinute > 0 {
+		l.TokensPerMinute = max(l.TokensPerMinute/share, 1)
+	}
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	now := lr.now()
+	w := lr.window(client, now)
+	st := RateState{Allowed: !((l.RequestsPerMinute > 0 && w.reqs >= l.RequestsPerMinute) ||
+		(l.TokensPerMinute > 0 && w.toks >= l.TokensPerMinute))}
+	if st.Allowed && l.RequestsPerMinute > 0 {
+		if w.reqs == 0 {
+			w.reqStart = now
+		}
+		w.reqs++
+	}
+	fill(&st, l, w.reqs, w.toks, left(w.reqStart, w.reqs, now), left(w.tokStart, w.toks, now))
+	return st
+}
+
+// AddTokens counts n tokens of client.
+func (lr *LocalRates) AddTokens(client string, n int) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	now := lr.now()
+	w := lr.window(client, now)
+	if w.toks == 0 {
+		w.tokStart = now
+	}
+	w.toks += n
+}
+
+// window returns client's windows with any that ended reset.
+func (lr *LocalRates) window(client string, now time.Time) *localWindow {
+	w := lr.clients[client]
+	if w == nil {
+		w = &localWindow{}
+		lr.clients[client] = w
+	}
+	if w.reqs > 0 && now.Sub(w.reqStart) >= RateWindow {
+		w.reqs = 0
+	}
+	if w.toks > 0 && now.Sub(w.tokStart) >= RateWindow {
+		w.toks = 0
+	}
+	return w
+}
+
+func left(start time.Time, count int, now time.Time) time.Duration {
+	if count == 0 {
+		return RateWindow
+	}
+	return max(RateWindow-now.Sub(start), 0)
+}

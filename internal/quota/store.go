@@ -1,0 +1,219 @@
+package quota
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	keyPrefix     = "llmgw:{q}:"
+	slotsPrefix   = keyPrefix + "slots:"
+	replicasKey   = keyPrefix + "replicas"
+	freedChannel  = keyPrefix + "freed"
+	healthChannel = keyPrefix + "health"
+
+	// defaultOpTimeout bounds one Redis call on the request path: past it
+	// the replica goes degraded rather than stall admission.
+	defaultOpTimeout = 250 * time.Millisecond
+	// probeEvery is how often a degraded replica asks whether Redis is back.
+	probeEvery = 250 * time.Millisecond
+)
+
+// Options configures a Store.
+type Options struct {
+	URL       string        // redis://host:port/db (GATEWAY_REDIS_URL)
+	Replica   string        // GATEWAY_REPLICA_ID
+	TTL       time.Duration // GATEWAY_REDIS_LEASE_TTL
+	Wake      time.Duration // GATEWAY_REDIS_WAKE (pub/sub is faster; see admission's retry)
+	OpTimeout time.Duration // bound of one call on the request path; default 250ms
+	Logger    *slog.Logger
+}
+
+// Hooks are what the Store tells the rest of the gateway. Each must return
+// quickly and must not call back into the Store synchronously.
+type Hooks struct {
+	// Share is called with the replicas last seen alive when Redis stops
+	// answering, and with 0 when it answers again (admission.SetShare).
+	Share func(replicas int)
+	// Wake is called when a slot of a gate was freed on some replica
+	// (admission.WakeShared).
+	Wake func(gate, id string)
+	// Cooled is called when another replica cooled a target (health).
+	Cooled func(targetID string, until time.Time, reason string)
+}
+
+// Store is one replica's view of the shared limits.
+type Store struct {
+	rdb     *redis.Client
+	replica string
+	nonce   string // tells this process's leases from an earlier one's with the same replica id
+	ttl     time.Duration
+	opTO    time.Duration
+	log     *slog.Logger
+	hooks   Hooks
+
+	degraded atomic.Bool
+	replicas atomic.Int64 // last seen alive, this one included; at least 1
+	handles  atomic.Uint64
+
+	mu       sync.Mutex
+	held     map[uint64]held // slots held by this replica, by handle
+	releases []held          // slots given back, not yet removed in Redis
+
+	kick    chan struct{} // wakes the releaser
+	cooling chan string   // cooldown messages to publish
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// held is one grant's slots: the slot set keys and the member in them.
+type held struct {
+	keys   []string
+	member string
+}
+
+// New connects lazily: a Redis that is down at start makes the replica
+// start degraded, never fail.
+func New(opts Options) (*Store, error) {
+	ropts, err := redis.ParseURL(opts.URL)
+	if err != nil {
+		// The URL may hold a password: name the variable, not the value.
+		return nil, errors.New("GATEWAY_REDIS_URL is not a valid redis:// URL")
+	}
+	if opts.OpTimeout <= 0 {
+		opts.OpTimeout = defaultOpTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	ropts.DialTimeout = opts.OpTimeout
+	ropts.ReadTimeout = opts.OpTimeout
+	ropts.WriteTimeout = opts.OpTimeout
+	ropts.ContextTimeoutEnabled = true
+	ropts.MaxRetries = -1 // one try: a retry belongs to the next renewal or the next grant
+	var nonce [4]byte
+	_, _ = rand.Read(nonce[:])
+	s := &Store{
+		rdb:     redis.NewClient(ropts),
+		replica: opts.Replica,
+		nonce:   hex.EncodeToString(nonce[:]),
+		ttl:     opts.TTL,
+		opTO:    opts.OpTimeout,
+		log:     opts.Logger,
+		held:    map[uint64]held{},
+		kick:    make(chan struct{}, 1),
+		cooling: make(chan string, 64),
+	}
+	s.replicas.Store(1)
+	return s, nil
+}
+
+// Start runs the store's goroutines until Close: renewal and heartbeat,
+// the releaser, and the pub/sub listener. hooks must be set before.
+func (s *Store) Start(hooks Hooks) {
+	s.hooks = hooks
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	// Learn at once whether Redis answers, so that a replica started during
+	// an outage is degraded from its first request.
+	s.renew(ctx)
+	s.wg.Go(func() { s.renewLoop(ctx) })
+	s.wg.Go(func() { s.releaseLoop(ctx) })
+	s.wg.Go(func() { s.listen(ctx) })
+	s.wg.Go(func() { s.publishLoop(ctx) })
+}
+
+// Close stops the goroutines, gives back every slot still held in one last
+// call, and closes the connections.
+func (s *Store) Close() {
+	if s.stop != nil {
+		s.stop()
+		s.wg.Wait()
+	}
+	s.mu.Lock()
+	for _, h := range s.held {
+		s.releases = append(s.releases, h)
+	}
+	clear(s.held)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	s.flushReleases(ctx)
+	cancel()
+	_ = s.rdb.Close()
+}
+
+// Degraded reports that Redis is not answering and local shares apply.
+func (s *Store) Degraded() bool { return s.degraded.Load() }
+
+// Replicas is the number of replicas last seen alive, this one included.
+func (s *Store) Replicas() int { return int(s.replicas.Load()) }
+
+// Held is how many grants this replica holds slots for.
+func (s *Store) Held() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held)
+}
+
+// Ping answers whether Redis answers now.
+func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
+
+// opContext bounds a call on the request path.
+func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.opTO)
+}
+
+// failed handles an error of a call: the caller's own cancellation is not
+// an outage; anything else turns the replica degraded.
+func (s *Store) failed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("shared quota: %w", ctx.Err())
+	}
+	s.enterDegraded(err)
+	return fmt.Errorf("shared quota: %w", err)
+}
+
+func (s *Store) enterDegraded(err error) {
+	if s.degraded.Swap(true) {
+		return
+	}
+	n := s.Replicas()
+	s.log.Warn("redis is not answering: enforcing this replica's share of every shared limit",
+		"replicas_last_seen", n, "error", redactErr(err))
+	if s.hooks.Share != nil {
+		s.hooks.Share(n)
+	}
+}
+
+// redactErr keeps an error's text without anything that could be the URL's
+// password: go-redis errors name addresses at most, but an auth failure
+// could echo more, so only the first line is kept.
+func redactErr(err error) string {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
+}
+
+// slotKey is the key of a gate's slot set.
+func slotKey(gate, id string) string { return slotsPrefix + gate + ":" + id }
+
+// parseSlotKey is slotKey's inverse; gate names never contain ':'.
+func parseSlotKey(key string) (gate, id string, ok bool) {
+	rest, found := strings.CutPrefix(key, slotsPrefix)
+	if !found {
+		return "", "", false
+	}
+	return strings.Cut(rest, ":")
+}
