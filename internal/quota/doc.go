@@ -17,7 +17,8 @@
 //
 // # Keys
 //
-// Every key starts with "llmgw:{q}:"; the hash tag keeps them in one Redis
+// Every key starts with "<namespace>:{q}:" (namespace "llmgw" unless
+// Options say otherwise); the hash tag keeps them in one Redis
 // Cluster slot, so a script may touch several of them.
 //
 //	llmgw:{q}:slots:<gate>:<id>  sorted set: member = lease, score = expiry (ms, Redis clock)

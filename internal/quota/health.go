@@ -29,7 +29,7 @@ func (s *Store) publishLoop(ctx context.Context) {
 				continue
 			}
 			octx, cancel := s.opContext(ctx)
-			_ = s.rdb.Publish(octx, healthChannel, msg).Err()
+			_ = s.rdb.Publish(octx, s.n.health, msg).Err()
 			cancel()
 		}
 	}

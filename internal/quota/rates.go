@@ -61,8 +61,8 @@ if redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) 
 return v
 `)
 
-func rpmKey(client string) string { return keyPrefix + "rpm:" + client }
-func tpmKey(client string) string { return keyPrefix + "tpm:" + client }
+func (s *Store) rpmKey(client string) string { return s.n.prefix + "rpm:" + client }
+func (s *Store) tpmKey(client string) string { return s.n.prefix + "tpm:" + client }
 
 // Rates counts client rates across replicas in Redis, and in local
 // windows (a share of each limit) while Redis does not answer.
@@ -86,7 +86,7 @@ func (r *Rates) Admit(ctx context.Context, client string, l Limits) RateState {
 		return r.local.Admit(client, l, r.store.Replicas())
 	}
 	octx, cancel := r.store.opContext(ctx)
-	vals, err := admitScript.Run(octx, r.store.rdb, []string{rpmKey(client), tpmKey(client)},
+	vals, err := admitScript.Run(octx, r.store.rdb, []string{r.store.rpmKey(client), r.store.tpmKey(client)},
 		l.RequestsPerMinute, l.TokensPerMinute, RateWindow.Milliseconds()).Int64Slice()
 	cancel()
 	if err != nil || len(vals) != 5 {
@@ -113,7 +113,7 @@ func (r *Rates) AddTokens(ctx context.Context, client string, l Limits, n int) {
 		return
 	}
 	octx, cancel := r.store.opContext(ctx)
-	err := tokensScript.Run(octx, r.store.rdb, []string{tpmKey(client)}, n, RateWindow.Milliseconds()).Err()
+	err := tokensScript.Run(octx, r.store.rdb, []string{r.store.tpmKey(client)}, n, RateWindow.Milliseconds()).Err()
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {

@@ -71,7 +71,7 @@ func (s *Store) Take(ctx context.Context, slots []admission.SharedSlot) (admissi
 	h := s.handles.Add(1)
 	hd := held{keys: make([]string, len(slots)), member: s.replica + "/" + s.nonce + "/" + strconv.FormatUint(h, 10)}
 	for i, sl := range slots {
-		hd.keys[i] = slotKey(sl.Gate, sl.ID)
+		hd.keys[i] = s.slotKey(sl.Gate, sl.ID)
 	}
 	if s.degraded.Load() {
 		s.hold(h, hd)
@@ -156,12 +156,20 @@ func (s *Store) flushReleases(ctx context.Context) {
 	s.mu.Lock()
 	batch := s.releases
 	s.releases = nil
+	if len(batch) > 0 {
+		s.flushing++
+	}
 	s.mu.Unlock()
 	if len(batch) == 0 {
 		return
 	}
+	defer func() {
+		s.mu.Lock()
+		s.flushing--
+		s.mu.Unlock()
+	}()
 	var keys []string
-	args := []any{freedChannel}
+	args := []any{s.n.freed}
 	for _, hd := range batch {
 		for _, k := range hd.keys {
 			keys = append(keys, k)
@@ -236,7 +244,7 @@ func (s *Store) renew(ctx context.Context) {
 
 func (s *Store) renewOnce(ctx context.Context) (int, error) {
 	s.mu.Lock()
-	keys := []string{replicasKey}
+	keys := []string{s.n.replicas}
 	args := []any{s.replica, s.ttl.Milliseconds()}
 	for _, hd := range s.held {
 		for _, k := range hd.keys {
@@ -258,7 +266,7 @@ func (s *Store) renewOnce(ctx context.Context) (int, error) {
 // other replicas' cooldowns reach health. go-redis resubscribes after a
 // reconnect; a message lost meanwhile is covered by admission's retry.
 func (s *Store) listen(ctx context.Context) {
-	ps := s.rdb.Subscribe(ctx, freedChannel, healthChannel)
+	ps := s.rdb.Subscribe(ctx, s.n.freed, s.n.health)
 	defer ps.Close()
 	ch := ps.Channel(redis.WithChannelHealthCheckInterval(5 * time.Second))
 	for {
@@ -270,11 +278,11 @@ func (s *Store) listen(ctx context.Context) {
 				return
 			}
 			switch m.Channel {
-			case freedChannel:
-				if gate, id, ok := parseSlotKey(m.Payload); ok && s.hooks.Wake != nil {
+			case s.n.freed:
+				if gate, id, ok := s.parseSlotKey(m.Payload); ok && s.hooks.Wake != nil {
 					s.hooks.Wake(gate, id)
 				}
-			case healthChannel:
+			case s.n.health:
 				s.cooledMessage(m.Payload)
 			}
 		}

@@ -15,12 +15,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// DefaultNamespace starts every key and channel name.
+const DefaultNamespace = "llmgw"
+
+// names are the store's keys and channels under one namespace.
+type names struct {
+	prefix, slots, replicas, freed, health string
+}
+
+func newNames(ns string) names {
+	p := ns + ":{q}:"
+	return names{prefix: p, slots: p + "slots:", replicas: p + "replicas", freed: p + "freed", health: p + "health"}
+}
+
 const (
-	keyPrefix     = "llmgw:{q}:"
-	slotsPrefix   = keyPrefix + "slots:"
-	replicasKey   = keyPrefix + "replicas"
-	freedChannel  = keyPrefix + "freed"
-	healthChannel = keyPrefix + "health"
 
 	// defaultOpTimeout bounds one Redis call on the request path: past it
 	// the replica goes degraded rather than stall admission.
@@ -36,6 +44,10 @@ type Options struct {
 	TTL       time.Duration // GATEWAY_REDIS_LEASE_TTL
 	Wake      time.Duration // GATEWAY_REDIS_WAKE (pub/sub is faster; see admission's retry)
 	OpTimeout time.Duration // bound of one call on the request path; default 250ms
+	// Namespace starts every key and channel; DefaultNamespace when empty.
+	// Tests give each their own; gateways of different fleets sharing one
+	// Redis would too.
+	Namespace string
 	Logger    *slog.Logger
 }
 
@@ -55,6 +67,7 @@ type Hooks struct {
 // Store is one replica's view of the shared limits.
 type Store struct {
 	rdb     *redis.Client
+	n       names
 	replica string
 	nonce   string // tells this process's leases from an earlier one's with the same replica id
 	ttl     time.Duration
@@ -69,6 +82,7 @@ type Store struct {
 	mu       sync.Mutex
 	held     map[uint64]held // slots held by this replica, by handle
 	releases []held          // slots given back, not yet removed in Redis
+	flushing int             // release calls on the wire
 
 	kick    chan struct{} // wakes the releaser
 	cooling chan string   // cooldown messages to publish
@@ -96,6 +110,9 @@ func New(opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
 	ropts.DialTimeout = opts.OpTimeout
 	ropts.ReadTimeout = opts.OpTimeout
 	ropts.WriteTimeout = opts.OpTimeout
@@ -105,6 +122,7 @@ func New(opts Options) (*Store, error) {
 	_, _ = rand.Read(nonce[:])
 	s := &Store{
 		rdb:     redis.NewClient(ropts),
+		n:       newNames(opts.Namespace),
 		replica: opts.Replica,
 		nonce:   hex.EncodeToString(nonce[:]),
 		ttl:     opts.TTL,
@@ -207,11 +225,11 @@ func redactErr(err error) string {
 }
 
 // slotKey is the key of a gate's slot set.
-func slotKey(gate, id string) string { return slotsPrefix + gate + ":" + id }
+func (s *Store) slotKey(gate, id string) string { return s.n.slots + gate + ":" + id }
 
 // parseSlotKey is slotKey's inverse; gate names never contain ':'.
-func parseSlotKey(key string) (gate, id string, ok bool) {
-	rest, found := strings.CutPrefix(key, slotsPrefix)
+func (s *Store) parseSlotKey(key string) (gate, id string, ok bool) {
+	rest, found := strings.CutPrefix(key, s.n.slots)
 	if !found {
 		return "", "", false
 	}
