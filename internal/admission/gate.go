@@ -8,6 +8,8 @@ const (
 	GlobalGate = "gateway_upstream_execution"
 	// TargetGate is the gate of one target (provider endpoint + key).
 	TargetGate = "gateway_upstream_target"
+	// ClientGate is the gate of one client (its max_concurrency).
+	ClientGate = "gateway_client"
 )
 
 // gateKey identifies one gate instance. A struct of strings is a map key
@@ -54,6 +56,11 @@ type gate struct {
 	// is freed (a wake) or the retry timer fires.
 	sharedFull bool
 	retry      Timer
+	// sharedCap, when not 0, admits only up to that many active slots: a
+	// woken gate lets its best waiter alone try the store, so waiters keep
+	// their order and a wake does not send every waiter to Redis at once.
+	// The first confirmed grant lifts it.
+	sharedCap int
 
 	// Intrusive idle list links: an idle gate keeps only its counters, and
 	// the list bounds how many of those are kept.
@@ -61,7 +68,9 @@ type gate struct {
 	idlePrev, idleNext *gate
 }
 
-func (g *gate) full() bool { return g.active >= g.limit || g.sharedFull }
+func (g *gate) full() bool {
+	return g.active >= g.limit || g.sharedFull || (g.sharedCap > 0 && g.active >= g.sharedCap)
+}
 
 // sync blocks or unblocks g's lanes when whether g is full changed. Every
 // change of active, limit or sharedFull goes through it, so lanes' blocked

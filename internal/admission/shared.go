@@ -81,6 +81,7 @@ func (s *Scheduler) WakeShared(gate, id string) {
 		return
 	}
 	s.clearSharedFull(g)
+	g.sharedCap = g.active + 1
 	s.sync(g)
 	s.dispatch(s.clock.Now())
 	s.settle(g)
@@ -88,6 +89,7 @@ func (s *Scheduler) WakeShared(gate, id string) {
 
 func (s *Scheduler) clearSharedFull(g *gate) {
 	g.sharedFull = false
+	g.sharedCap = 0
 	if g.retry != nil {
 		g.retry.Stop()
 		g.retry = nil
@@ -129,6 +131,7 @@ func (s *Scheduler) confirm(ctx context.Context, req Request, l *Lease, first ti
 	if h != 0 {
 		if !unavailable || fits(gs) {
 			l.shared = h
+			s.uncap(gs)
 			return l, nil, nil
 		}
 		// Taken while the store was away, but the share (set by the store
@@ -136,6 +139,7 @@ func (s *Scheduler) confirm(ctx context.Context, req Request, l *Lease, first ti
 		s.shared.Give(h)
 	} else if full >= 0 && full < n {
 		s.markSharedFull(gs[full])
+		gs[full].sharedCap = 0
 	}
 	// Give the local slots back without letting the grant count twice.
 	s.count(gs, func(g *gate) { g.refused++ })
@@ -161,6 +165,22 @@ func (s *Scheduler) confirm(ctx context.Context, req Request, l *Lease, first ti
 	var arr [MaxDimensions]*gate
 	copy(arr[:], gs)
 	return nil, s.requeue(req, &arr, place, left, now), nil
+}
+
+// uncap lifts the one-at-a-time cap of woken gates after a confirmed
+// grant: the store has room again, so the next waiters may try.
+func (s *Scheduler) uncap(gs []*gate) {
+	lifted := false
+	for _, g := range gs {
+		if g.sharedCap > 0 {
+			g.sharedCap = 0
+			s.sync(g)
+			lifted = true
+		}
+	}
+	if lifted {
+		s.dispatch(s.clock.Now())
+	}
 }
 
 // fits reports that every gate of a grant is within its limit, the grant

@@ -118,6 +118,10 @@ func New(opts Options) (*Store, error) {
 	ropts.WriteTimeout = opts.OpTimeout
 	ropts.ContextTimeoutEnabled = true
 	ropts.MaxRetries = -1 // one try: a retry belongs to the next renewal or the next grant
+	// One dial per call: five dials with backoff would hold a request for
+	// over a second before the replica could go degraded.
+	ropts.DialerRetries = 1
+	quietRedis.Do(func() { redis.SetLogger(debugLogger{opts.Logger}) })
 	var nonce [4]byte
 	_, _ = rand.Read(nonce[:])
 	s := &Store{
@@ -211,6 +215,16 @@ func (s *Store) enterDegraded(err error) {
 	if s.hooks.Share != nil {
 		s.hooks.Share(n)
 	}
+}
+
+// quietRedis routes go-redis's own log lines (one per failed dial during
+// an outage) to debug: the store logs the outage once, at warn.
+var quietRedis sync.Once
+
+type debugLogger struct{ log *slog.Logger }
+
+func (d debugLogger) Printf(ctx context.Context, format string, v ...any) {
+	d.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
 
 // redactErr keeps an error's text without anything that could be the URL's

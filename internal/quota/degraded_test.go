@@ -1,0 +1,153 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/internal/admission"
+)
+
+// privateRedis runs a redis-server of the test's own, so the test can stop
+// and start it; it is stopped at the end.
+type privateRedis struct {
+	t    *testing.T
+	port int
+	cmd  *exec.Cmd
+}
+
+func startPrivateRedis(t *testing.T) *privateRedis {
+	t.Helper()
+	redisURL(t) // the same skip/fail rule as the shared Redis
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("redis-server is not installed (apt-get install -y redis-server)")
+		}
+		t.Skip("redis-server is not installed: apt-get install -y redis-server")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &privateRedis{t: t, port: ln.Addr().(*net.TCPAddr).Port}
+	ln.Close()
+	p.start()
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *privateRedis) url() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", p.port) }
+
+func (p *privateRedis) start() {
+	p.t.Helper()
+	p.cmd = exec.Command("redis-server", "--port", fmt.Sprint(p.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no")
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p.port), 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("private redis did not start: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *privateRedis) stop() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+		p.cmd = nil
+	}
+}
+
+// TestOutageAndRecovery: Redis going away turns the store degraded (the
+// scheduler gets its share), takes keep working locally, and when Redis is
+// back the slots held meanwhile are registered exactly once before the
+// store leaves degraded mode; given back, nothing is left.
+func TestOutageAndRecovery(t *testing.T) {
+	rs := startPrivateRedis(t)
+	var share atomic.Int64
+	share.Store(-1)
+	a := newStore(t, rs.url(), namespace(t), "a", 3*time.Second)
+	b := newStore(t, rs.url(), a.n.prefix[:len(a.n.prefix)-len(":{q}:")], "b", 3*time.Second)
+	a.Start(Hooks{Share: func(n int) { share.Store(int64(n)) }})
+	b.Start(Hooks{})
+	defer b.Close()
+	defer a.Close()
+	ns := a.n.prefix[:len(a.n.prefix)-len(":{q}:")]
+	ctx := context.Background()
+	waitFor(t, "a sees both replicas", func() bool { a.renew(ctx); return a.Replicas() == 2 })
+
+	before, _, err := a.Take(ctx, slots(4, "t"))
+	if err != nil || before == 0 {
+		t.Fatalf("take before the outage: %v", err)
+	}
+	rs.stop()
+	h, _, err := a.Take(ctx, slots(4, "t"))
+	if !errors.Is(err, admission.ErrSharedUnavailable) || h == 0 {
+		t.Fatalf("take during the outage: h=%d err=%v, want a local handle and ErrSharedUnavailable", h, err)
+	}
+	if !a.Degraded() || share.Load() != 2 {
+		t.Fatalf("degraded=%v share=%d, want true and 2 (replicas last seen)", a.Degraded(), share.Load())
+	}
+	during, _, _ := a.Take(ctx, slots(4, "t"))
+	rs.start() // empty: it kept nothing
+	waitFor(t, "recovery", func() bool { return !a.Degraded() && share.Load() == 0 })
+	got := slotCounts(t, rs.url(), ns)
+	if n := got[ns+":{q}:slots:"+admission.TargetGate+":t"]; n != 3 {
+		t.Fatalf("after recovery redis holds %d slots, want the 3 a holds (once each): %v", n, got)
+	}
+	a.Give(before)
+	a.Give(h)
+	a.Give(during)
+	a.settled()
+	if got := slotCounts(t, rs.url(), ns); len(got) != 0 {
+		t.Fatalf("leases left after release: %v", got)
+	}
+}
+
+// TestStartDegraded: a replica started while Redis is away works, degraded,
+// with a share of 1 (it has seen no other replica).
+func TestStartDegraded(t *testing.T) {
+	redisURL(t)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	var share atomic.Int64
+	share.Store(-1)
+	a := newStore(t, fmt.Sprintf("redis://127.0.0.1:%d/0", port), namespace(t), "a", 3*time.Second)
+	a.Start(Hooks{Share: func(n int) { share.Store(int64(n)) }})
+	defer a.Close()
+	if !a.Degraded() || share.Load() != 1 {
+		t.Fatalf("degraded=%v share=%d, want true and 1", a.Degraded(), share.Load())
+	}
+	h, _, err := a.Take(context.Background(), slots(2, "t"))
+	if h == 0 || !errors.Is(err, admission.ErrSharedUnavailable) {
+		t.Fatalf("take: h=%d err=%v", h, err)
+	}
+	a.Give(h)
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
