@@ -252,25 +252,3 @@ func TestSecondSignalSkipsShutdownDelay(t *testing.T) {
 		})
 	}
 }
-
-// TestSIGHUPIsIgnored: SIGHUP (sent by habit to "reload") must not kill the
-// gateway without a drain, as Go's default action would; until routes reload
-// exists it is logged and ignored, and the gateway goes on serving.
-func TestSIGHUPIsIgnored(t *testing.T) {
-	p := startGateway(t, "GATEWAY_CONFIG="+writeRoutes(t, newMock(t)), "TEST_PRIMARY_KEY=sk-x")
-	p.signal(t, syscall.SIGHUP)
-	rec := p.waitLog(t, "SIGHUP received; routes reload is not supported yet, ignoring", 5*time.Second)
-	if rec["level"] != "INFO" {
-		t.Errorf("SIGHUP logged at %v, want INFO", rec["level"])
-	}
-	if code, body := chat(t, p.addr); code != 200 {
-		t.Fatalf("request after SIGHUP: %d %s", code, body)
-	}
-	if code, _ := get(t, "http://"+p.addr+"/readyz"); code != 200 {
-		t.Errorf("/readyz after SIGHUP: %d, want 200 (not draining)", code)
-	}
-	p.signal(t, syscall.SIGTERM)
-	if code := p.exitCode(t, 10*time.Second); code != 0 {
-		t.Fatalf("exit code %d after SIGTERM, want 0:\n%s", code, p.logs.String())
-	}
-}
