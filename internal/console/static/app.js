@@ -4,7 +4,7 @@
 // fetches and updates in place, and optionally update(route) for a new
 // route of the same screen.
 import { api, AuthError, TOKEN_KEY, token } from './api.js';
-import { setText } from './dom.js';
+import { setText, fmtTime } from './dom.js';
 import { OverviewView } from './overview.js';
 import { RequestsView } from './requests.js';
 import { RequestView } from './request.js';
@@ -72,7 +72,7 @@ function handleError(err, view) {
     return;
   }
   if (err.name === 'AbortError') return;
-  setRefreshState(`Refresh failed ${new Date().toLocaleTimeString()}`, 'error');
+  setRefreshState(`Refresh failed ${fmtTime(new Date().toISOString())}`, 'error');
   if (view && view.showError) view.showError(err);
 }
 
@@ -89,7 +89,7 @@ async function refresh() {
     refreshes++;
     document.body.dataset.refreshes = String(refreshes);
     setRefreshState(
-      paused ? `Paused · updated ${new Date().toLocaleTimeString()}` : `Updated ${new Date().toLocaleTimeString()}`,
+      paused ? `Paused · updated ${fmtTime(new Date().toISOString())}` : `Updated ${fmtTime(new Date().toISOString())}`,
       paused ? 'paused' : 'on',
     );
   } catch (err) {
@@ -161,6 +161,7 @@ function init() {
       await api('/admin/admission', undefined, tok);
     } catch (err) {
       setText($('signin-message'), err instanceof AuthError ? 'That token was refused (401).' : `Sign-in failed: ${err.message}`);
+      $('token').value = '';
       $('token').focus();
       return;
     }

@@ -108,7 +108,7 @@ export class OverviewView {
       (tr, g) => {
         const c = cells(tr, 10);
         setText(c[0], g.gate);
-        setText(c[1], g.label || (g.gate === 'global' ? 'all' : ''));
+        setText(c[1], g.label || (g === snap.global ? 'all providers' : ''));
         c[2].className = 'mono';
         setText(c[2], g.id || '');
         const ratio = g.limit > 0 ? Math.min(1, g.active / g.limit) : 0;

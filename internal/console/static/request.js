@@ -6,14 +6,14 @@ import { h, s, setText, setAttr, reconcile, swapIfChanged, badge, fmtMs, fmtNum,
 // The statuses a candidate can have, in the legend's order, with how each
 // is drawn: a bar for the attempted ones, a marker for the others.
 const LEGEND = [
-  ['success', 'bar', 'succeeded'],
-  ['failed', 'bar', 'failed (hatched)'],
-  ['cancelled', 'bar', 'cancelled'],
-  ['pending', 'bar', 'in flight'],
-  ['streaming', 'bar', 'streaming'],
-  ['skipped', 'marker', 'skipped (diamond), with its reason'],
-  ['unused', 'marker', 'never tried (hollow diamond)'],
-  ['available', 'marker', 'planned, not tried yet'],
+  ['success', 'bar', 'answered the request'],
+  ['failed', 'bar', 'attempt failed (hatched bar)'],
+  ['cancelled', 'bar', 'ended with nobody upstream at fault'],
+  ['pending', 'bar', 'attempt in flight'],
+  ['streaming', 'bar', 'streaming to the client'],
+  ['skipped', 'marker', 'not tried by policy, with the reason (diamond)'],
+  ['unused', 'marker', 'never tried: settled before its turn (hollow diamond)'],
+  ['available', 'marker', 'planned, not tried yet (hollow diamond)'],
 ];
 
 const TERMINAL = new Set(['success', 'failed', 'cancelled', 'unused', 'skipped']);
@@ -117,6 +117,7 @@ export class RequestView {
         setText(td[5], c.skip_reason || '–');
         setText(td[6], c.status_code ?? '–');
         setText(td[7], c.error_type || '–');
+        td[8].className = 'wrap';
         setText(td[8], c.error_message || '–');
         setText(td[9], c.started_at ? `+${fmtMs(ms(c.started_at) - t0)}` : '–');
         setText(td[10], fmtMs(c.latency_ms));
