@@ -88,6 +88,9 @@ cat <<MSG
 
   Gateway on ${url} (the primary mock fails 30% of requests and hangs on 30% of
   the rest; the backup answers then, and two failures in a row cool the primary)
+
+  Operator console: ${url}/console/  (sign in with the admin token ${GATEWAY_ADMIN_TOKEN})
+
   Try (run it a few times, and look at the X-Request-Id):
 
     curl -si ${url}/v1/chat/completions -H 'Content-Type: application/json' \\
