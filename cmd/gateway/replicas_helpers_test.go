@@ -292,9 +292,6 @@ func (m *peakMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.Server.ServeHTTP(w, r)
 }
 
-// resetPeak starts a new measurement from what is in flight now.
-func (m *peakMock) resetPeak() { m.peak.Store(m.cur.Load()) }
-
 // freePort returns a loopback port nothing listens on now.
 func freePort(t *testing.T) int {
 	t.Helper()

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/internal/mockupstream"
+)
+
+// TestRedisOutageKeepsServing: Redis dies under steady load and comes back
+// empty (no persistence) on the same port. No request fails; while Redis is
+// away each of the two replicas enforces its share (4/2), so the provider
+// never sees more than its limit; /readyz and gateway_quota_degraded say
+// degraded during the outage and shared after; and once the load stops no
+// gate holds anything and Redis holds no lease.
+func TestRedisOutageKeepsServing(t *testing.T) {
+	t.Parallel()
+	red := startPrivateRedis(t)
+	rdb := redisAt(t, red.url())
+	mock := newPeakMock(t, mockupstream.Behavior{Identity: "p", Latency: 100 * time.Millisecond})
+	rs := startReplicas(t, 2, writeReplicaRoutes(t, providerRoutes(mock.url, "max_concurrency: 4, queue_budget: 30s")), red.url(),
+		"GATEWAY_REDIS_LEASE_TTL=3s")
+	// The share divides by the replicas last seen alive: both must have
+	// seen each other before the outage.
+	for _, r := range rs {
+		if !waitUntil(5*time.Second, func() bool { return scrapeSums(t, r.addr)["gateway_quota_replicas"] == 2 }) {
+			t.Fatalf("replica %s: gateway_quota_replicas %v, want 2", r.id, scrapeSums(t, r.addr)["gateway_quota_replicas"])
+		}
+	}
+
+	var ok, failed atomic.Int64
+	failures := make(chan string, 16)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r := rs[(c+i)%len(rs)]
+				resp, body, err := replicaChat(context.Background(), r, "", "m")
+				switch {
+				case err != nil:
+					failed.Add(1)
+					select {
+					case failures <- fmt.Sprintf("%s: %v", r.id, err):
+					default:
+					}
+				case resp.StatusCode != http.StatusOK:
+					failed.Add(1)
+					select {
+					case failures <- fmt.Sprintf("%s: %d %s", r.id, resp.StatusCode, body):
+					default:
+					}
+				default:
+					ok.Add(1)
+				}
+			}
+		})
+	}
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}()
+
+	// The peak is never reset: the moments between Redis coming back and
+	// each replica registering its slots again count too.
+	phase := func(name string, d time.Duration) {
+		time.Sleep(d)
+		p := mock.peak.Load()
+		t.Logf("until the end of %s: peak at the provider %d, %d served, %d failed", name, p, ok.Load(), failed.Load())
+		if p > 4 {
+			t.Errorf("by the end of %s: the provider saw %d requests at once, want at most 4 (2 replicas, each its share 4/2)", name, p)
+		}
+	}
+	states := func(want string, metric float64) {
+		t.Helper()
+		for _, r := range rs {
+			var q string
+			var m float64
+			if !waitUntil(3*time.Second, func() bool {
+				q, m = r.quotaState(t), scrapeSums(t, r.addr)["gateway_quota_degraded"]
+				return q == want && m == metric
+			}) {
+				t.Errorf("replica %s: /readyz quota %q and gateway_quota_degraded %v, want %q and %v", r.id, q, m, want, metric)
+			}
+		}
+	}
+
+	phase("shared", time.Second)
+	states("shared", 0)
+	red.stop()
+	outage := time.Now()
+	states("degraded", 1)
+	phase("outage", 3*time.Second-time.Since(outage))
+	red.restart(t)
+	back := time.Now()
+	states("shared", 0)
+	t.Logf("both replicas shared again %s after Redis came back", time.Since(back).Round(time.Millisecond))
+	phase("after the outage", 3*time.Second)
+	close(stop)
+	wg.Wait()
+
+	close(failures)
+	for f := range failures {
+		t.Errorf("request failed: %s", f)
+	}
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d requests failed, want none", n)
+	}
+	if ok.Load() < 50 {
+		t.Errorf("only %d requests served in about 7s of load by 8 clients", ok.Load())
+	}
+	for _, r := range rs {
+		r.gatesIdle(t)
+	}
+	noLeasesLeft(t, rdb)
+}
