@@ -42,6 +42,9 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out = h.s.relay(w, a)
 	}
 	abort := h.s.finish(w, r, req, out)
+	if out.HasUsage && req.Client != "" {
+		h.s.countTokens(r.Context(), req.Client, h.s.routing.Load().Clients.limitsOf(req.Client), int(out.Usage.TotalTokens))
+	}
 	h.s.access.request(req, out)
 	if abort {
 		// The response started and then broke: make sure the client
@@ -62,13 +65,14 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 	}
 	rt := s.routing.Load() // one routes file for the whole request
 	clientName, ceiling := "", admission.Interactive
+	var limits clientLimits
 	if rt.Clients != nil {
 		name, c, ok := rt.Clients.Authenticate(clientToken(r.Header))
 		if !ok {
 			rj.reject(http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
 			return nil
 		}
-		clientName, ceiling = name, c
+		clientName, ceiling, limits = name, c, rt.Clients.limitsOf(name)
 	}
 	prio, err := requestPriority(r.Header.Get(priorityHeader), ceiling)
 	if err != nil {
@@ -112,10 +116,14 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 	if !checkFirst(rj, chat, &plan[0]) {
 		return nil
 	}
+	if !s.countRate(rj, clientName, limits) {
+		return nil
+	}
 	req := &candidates.Request{
 		ID: requestID(r.Context()), ClientRequestID: clientRequestID(r.Context()),
 		Model: chat.Model, Stream: chat.Stream, Client: clientName, Priority: prio,
 		Received: received, Candidates: plan, Route: route, Exchange: chat, Header: r.Header,
+		ClientConcurrency: limits.concurrency,
 	}
 	req.Hedge = policy.Hedge
 	if d := shorter(policy.Deadline, asked); d > 0 {

@@ -28,6 +28,11 @@ type AdmissionStats interface {
 	Stats() admission.Snapshot
 }
 
+// QuotaState is the state of the limits shared through Redis.
+type QuotaState interface {
+	Degraded() bool
+}
+
 // HealthStats is the target health view served at /admin/health.
 type HealthStats interface {
 	Snapshot() []health.TargetStatus
@@ -62,6 +67,8 @@ type Options struct {
 	Health             HealthStats        // nil: /admin/health answers an empty list
 	Reports            ReportStore        // nil: records off
 	Clients            *ClientKeys        // nil: the API is open
+	Rates              RateCounter        // counts clients' rate limits; nil: none are enforced
+	Quota              QuotaState         // shared limits' state for /readyz; nil: limits are local
 	Routes             *candidates.Routes // the routes file Planner and Clients came from; optional
 	Config             ConfigSource       // GET /admin/config; nil: 404
 	MaxRequestBytes    int64
@@ -273,11 +280,19 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if s.opts.Reports != nil {
 		store = s.opts.Reports.State()
 	}
+	quota := "local"
+	if s.opts.Quota != nil {
+		quota = "shared"
+		if s.opts.Quota.Degraded() {
+			// Still ready: every replica enforces its share (DESIGN 10.4).
+			quota = "degraded"
+		}
+	}
 	if s.notReady.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining", "report": store})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining", "report": store, "quota": quota})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "report": store})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "report": store, "quota": quota})
 }
 
 func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {

@@ -85,6 +85,7 @@ func (r *Rates) Admit(ctx context.Context, client string, l Limits) RateState {
 	if r.store.Degraded() {
 		return r.local.Admit(client, l, r.store.Replicas())
 	}
+	r.store.calls.rates.Add(1)
 	octx, cancel := r.store.opContext(ctx)
 	vals, err := admitScript.Run(octx, r.store.rdb, []string{r.store.rpmKey(client), r.store.tpmKey(client)},
 		l.RequestsPerMinute, l.TokensPerMinute, RateWindow.Milliseconds()).Int64Slice()
@@ -112,6 +113,7 @@ func (r *Rates) AddTokens(ctx context.Context, client string, l Limits, n int) {
 		r.local.AddTokens(client, n)
 		return
 	}
+	r.store.calls.rates.Add(1)
 	octx, cancel := r.store.opContext(ctx)
 	err := tokensScript.Run(octx, r.store.rdb, []string{r.store.tpmKey(client)}, n, RateWindow.Milliseconds()).Err()
 	cancel()

@@ -55,12 +55,16 @@ end
 return redis.call('ZCARD', KEYS[1])
 `)
 
-// releaseScript removes members (ARGV[1+i] from KEYS[i]) and announces
-// each set that lost one on ARGV[1], so waiters anywhere try again.
+// releaseScript removes members (ARGV[2i] from KEYS[i]) and announces on
+// ARGV[1] each set that was full before (its limit is ARGV[2i+1]), so
+// waiters anywhere try again. A set with room had no waiter to wake, and
+// announcing every release would cost each replica a message per request.
 var releaseScript = redis.NewScript(`
 for i, k in ipairs(KEYS) do
-  if redis.call('ZREM', k, ARGV[i + 1]) == 1 then
-    redis.call('PUBLISH', ARGV[1], k)
+  if redis.call('ZREM', k, ARGV[2 * i]) == 1 then
+    if redis.call('ZCARD', k) + 1 >= tonumber(ARGV[2 * i + 1]) then
+      redis.call('PUBLISH', ARGV[1], k)
+    end
   end
 end
 return 0
@@ -69,9 +73,11 @@ return 0
 // Take implements admission.SharedStore: one Redis round trip.
 func (s *Store) Take(ctx context.Context, slots []admission.SharedSlot) (admission.SharedHandle, int, error) {
 	h := s.handles.Add(1)
-	hd := held{keys: make([]string, len(slots)), member: s.replica + "/" + s.nonce + "/" + strconv.FormatUint(h, 10)}
+	hd := held{keys: make([]string, len(slots)), limits: make([]int, len(slots)),
+		member: s.replica + "/" + s.nonce + "/" + strconv.FormatUint(h, 10)}
 	for i, sl := range slots {
 		hd.keys[i] = s.slotKey(sl.Gate, sl.ID)
+		hd.limits[i] = sl.Limit
 	}
 	if s.degraded.Load() {
 		s.hold(h, hd)
@@ -82,6 +88,7 @@ func (s *Store) Take(ctx context.Context, slots []admission.SharedSlot) (admissi
 	for _, sl := range slots {
 		args = append(args, sl.Limit)
 	}
+	s.calls.takes.Add(1)
 	octx, cancel := s.opContext(ctx)
 	full, err := takeScript.Run(octx, s.rdb, hd.keys, args...).Int()
 	cancel()
@@ -171,11 +178,12 @@ func (s *Store) flushReleases(ctx context.Context) {
 	var keys []string
 	args := []any{s.n.freed}
 	for _, hd := range batch {
-		for _, k := range hd.keys {
+		for i, k := range hd.keys {
 			keys = append(keys, k)
-			args = append(args, hd.member)
+			args = append(args, hd.member, hd.limits[i])
 		}
 	}
+	s.calls.releases.Add(1)
 	octx, cancel := context.WithTimeout(ctx, 4*s.opTO)
 	err := releaseScript.Run(octx, s.rdb, keys, args...).Err()
 	cancel()
@@ -253,6 +261,7 @@ func (s *Store) renewOnce(ctx context.Context) (int, error) {
 		}
 	}
 	s.mu.Unlock()
+	s.calls.renewals.Add(1)
 	octx, cancel := context.WithTimeout(ctx, 4*s.opTO)
 	defer cancel()
 	n, err := renewScript.Run(octx, s.rdb, keys, args...).Int()

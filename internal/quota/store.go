@@ -75,6 +75,7 @@ type Store struct {
 	log     *slog.Logger
 	hooks   Hooks
 
+	calls    callCounts
 	degraded atomic.Bool
 	replicas atomic.Int64 // last seen alive, this one included; at least 1
 	handles  atomic.Uint64
@@ -93,6 +94,7 @@ type Store struct {
 // held is one grant's slots: the slot set keys and the member in them.
 type held struct {
 	keys   []string
+	limits []int // of each key: a release announces only a set that was full
 	member string
 }
 
@@ -172,6 +174,24 @@ func (s *Store) Close() {
 	s.flushReleases(ctx)
 	cancel()
 	_ = s.rdb.Close()
+}
+
+// Calls counts the store's Redis calls by kind since it started.
+type Calls struct {
+	Takes    uint64 // one per grant: the only call on the grant path
+	Renewals uint64 // one per replica per renewal tick, however many slots it holds
+	Releases uint64 // one per batch of slots given back
+	Rates    uint64 // client rate windows: one per request of a client with rates, one per response with tokens
+}
+
+type callCounts struct {
+	takes, renewals, releases, rates atomic.Uint64
+}
+
+// Calls returns the counts so far.
+func (s *Store) Calls() Calls {
+	return Calls{Takes: s.calls.takes.Load(), Renewals: s.calls.renewals.Load(),
+		Releases: s.calls.releases.Load(), Rates: s.calls.rates.Load()}
 }
 
 // Degraded reports that Redis is not answering and local shares apply.

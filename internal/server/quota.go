@@ -60,6 +60,14 @@ func (g *Gateway) startQuota() {
 			}
 			return 0
 		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "gateway_quota_redis_takes_total",
+			Help: "Redis calls on the grant path: one per shared grant.",
+		}, func() float64 { return float64(st.Calls().Takes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "gateway_quota_redis_renewals_total",
+			Help: "Redis renewal calls: one per replica per third of GATEWAY_REDIS_LEASE_TTL, whatever it holds.",
+		}, func() float64 { return float64(st.Calls().Renewals) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gateway_quota_replicas",
 			Help: "Replicas last seen alive through Redis, this one included; shares in degraded mode divide by it.",

@@ -20,6 +20,7 @@ import (
 	"github.com/llmgw/gateway/internal/config"
 	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/metrics"
+	"github.com/llmgw/gateway/internal/quota"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
 )
@@ -36,6 +37,7 @@ type Gateway struct {
 	Upstreams map[string]*upstream.Client // in service, by provider name; replaced by a reload
 	Metrics   *metrics.Metrics
 	Health    *health.Tracker
+	Quota     *quota.Store // shared limits in Redis; nil without GATEWAY_REDIS_URL
 	Log       *slog.Logger
 
 	// SkipDelay, once closed, ends GATEWAY_SHUTDOWN_DELAY early so the drain
@@ -63,16 +65,21 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 	g := &Gateway{Config: cfg, Log: log}
 	g.reload.file, g.reload.loadedAt = cfg.RoutesFile, time.Now()
 	g.Health = health.NewTracker(health.SystemClock{}, g.healthChanged)
-	planner, err := candidates.NewPlanner(routes, candidates.PlannerOptions{
-		DefaultFirstByte: cfg.FirstByteTimeout, DefaultQueueBudget: cfg.QueueBudget, Health: g.Health,
-	})
+	opts := PlannerOptions(cfg) // as a reload builds it
+	opts.Health = g.Health
+	planner, err := candidates.NewPlanner(routes, opts)
 	if err != nil {
 		return nil, err
 	}
 	g.Planner = planner
 	g.attachClients(planner) // each provider sends through its own client
+	rates, err := g.openQuota()
+	if err != nil {
+		return nil, err
+	}
 	g.Scheduler = admission.New(admission.Config{
 		GlobalLimit: cfg.ExecutionGateLimit, MaxPending: cfg.MaxPending, AgingInterval: cfg.AgingInterval,
+		Shared: g.sharedSlots(), SharedRetry: cfg.RedisWake,
 	})
 
 	var rec candidates.Recorder = nopRecorder{}
@@ -82,7 +89,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 	} else {
 		w, err := report.NewWriter(report.Options{
 			DatabaseURL: cfg.DatabaseURL, SpoolDir: cfg.SpoolDir, AutoMigrate: bool(cfg.AutoMigrate),
-			Retention: cfg.ReportRetention, Logger: log,
+			Retention: cfg.ReportRetention, Replica: cfg.ReplicaID, Logger: log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("report writer: %w", err)
@@ -98,13 +105,14 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 		src.Reports = g.Reports
 	}
 	g.Metrics = metrics.New(src)
+	g.startQuota()
 	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics,
 		HoldMode:      cfg.HoldMode,
 		Budget:        candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond, nil),
 		HedgeMinDelay: cfg.HedgeMinDelay}
 	g.API = api.New(api.Options{
 		Planner: planner, Runner: runner, Admission: g.Scheduler, Reports: store,
-		Clients: api.NewClientKeys(routes.Clients), Routes: routes, Config: g, Health: g.Health,
+		Clients: api.NewClientKeys(routes.Clients), Routes: routes, Config: g, Health: g.Health, Rates: rates, Quota: g.quotaState(),
 		MaxRequestBytes: int64(cfg.MaxRequestBytes), StreamWriteTimeout: cfg.StreamWriteTimeout,
 		ReadBodyTimeout: cfg.ReadBodyTimeout,
 		AdminToken:      cfg.AdminToken, PProf: bool(cfg.PProf), Logger: log,
@@ -125,6 +133,7 @@ func (g *Gateway) healthChanged(tr health.Transition) {
 		attrs = append(attrs, "error_type", tr.ErrorType, "status", tr.Status)
 	}
 	g.Log.Info("target health changed", attrs...)
+	g.shareCooldown(tr)
 	if g.Metrics != nil {
 		g.Metrics.HealthTransition(tr)
 	}
@@ -210,6 +219,11 @@ func (g *Gateway) Close(ctx context.Context) {
 	g.API.Close()
 	if err := g.Scheduler.Close(ctx); err != nil {
 		g.Log.Warn("admission close", "err", err)
+	}
+	if g.Quota != nil {
+		// After the scheduler: every lease is released, so the store's
+		// last call gives back whatever Redis still holds for this replica.
+		g.Quota.Close()
 	}
 	if g.Reports != nil {
 		if err := g.Reports.Close(ctx); err != nil {
