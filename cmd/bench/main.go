@@ -32,8 +32,12 @@
 // the temp dir with the processes' logs; BENCH_BIN (default bin) holds the binaries;
 // BENCH_RECORDS=off runs the gateway without Postgres, to see what records cost;
 // BENCH_PG=shared skips scripts/pg-local.sh and uses the server on 127.0.0.1:5432;
-// BENCH_ONLY=hold (or open, closed, stream, hanging, tail, comma-separated) runs only those phases,
-// for iterating on one figure.
+// BENCH_ONLY=hold (or open, closed, stream, hanging, tail, translate, ledger, comma-separated) runs
+// only those phases, for iterating on one figure.
+//
+// The ledger phase (ledger.go) times the operator console's reads, GET /admin/requests and
+// GET /admin/stats/providers, against a scratch database of a million generated request rows
+// served by a second gateway process; BENCH_ONLY=ledger runs it alone.
 package main
 
 import (
@@ -78,6 +82,7 @@ type settings struct {
 	hanging      hangingSpec
 	tail         tailSpec
 	translate    translateSpec
+	ledger       ledgerSpec
 	budget       time.Duration // the whole run, a safety net over the sizes above
 	pprofDir     string
 	recordsOff   bool            // diagnostic: the gateway without Postgres records
@@ -85,7 +90,7 @@ type settings struct {
 }
 
 // phases BENCH_ONLY can name.
-var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail", "translate"}
+var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail", "translate", "ledger"}
 
 // runs reports whether phase is part of this run.
 func (s settings) runs(phase string) bool { return len(s.only) == 0 || s.only[phase] }
@@ -99,6 +104,7 @@ func loadSettings() settings {
 		hanging:   hangingSpec{rate: 200, duration: 8 * time.Second, rounds: 3},
 		tail:      tailSpec{rate: 200, duration: 6 * time.Second, rounds: 3, warmup: 1500 * time.Millisecond},
 		translate: translateSpec{rate: 200, duration: 3 * time.Second, rounds: 3},
+		ledger:    ledgerSpec{rows: 1_000_000, samples: 300, warmup: 20},
 		budget:    480 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
 		recordsOff: os.Getenv("BENCH_RECORDS") == "off",
 	}
@@ -114,6 +120,7 @@ func loadSettings() settings {
 		s.hanging.duration, s.hanging.rounds = 5*time.Second, 1
 		s.tail.duration, s.tail.rounds = 4*time.Second, 1
 		s.translate.duration, s.translate.rounds = 1500*time.Millisecond, 1
+		s.ledger.rows, s.ledger.samples, s.ledger.warmup = 200_000, 100, 10
 		s.budget = 100 * time.Second
 	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
@@ -124,6 +131,9 @@ func loadSettings() settings {
 	}
 	if s.pprofDir != "" {
 		s.budget += 30 * time.Second // two extra 12 s profiled runs
+	}
+	if s.runs("ledger") {
+		s.budget += 150 * time.Second // generating the ledger, then ~17 query shapes
 	}
 	return s
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -77,7 +78,9 @@ func TestProviderStats(t *testing.T) {
 		nonEmpty         map[int][2]int64
 	}
 	wants := []want{
-		{"a", 4, 1, 0.25, 200, 300, map[int][2]int64{29: {3, 1}, 59: {1, 0}}},
+		// Percentiles are read off 2.5% classes: 200 and 300 ms come back
+		// within 1.3%; 40 ms and below exactly.
+		{"a", 4, 1, 0.25, 198, 303, map[int][2]int64{29: {3, 1}, 59: {1, 0}}},
 		{"b", 1, 1, 1, 40, 40, map[int][2]int64{0: {1, 1}}},
 		{"d", 1, 0, 0, -1, -1, map[int][2]int64{34: {1, 0}}},
 	}
@@ -131,5 +134,75 @@ func TestProviderStats(t *testing.T) {
 	st, err = w.ProviderStats(context.Background(), time.Hour)
 	if err != nil || st.Providers == nil || len(st.Providers) != 0 {
 		t.Errorf("empty window: %+v, %v; want no providers", st.Providers, err)
+	}
+}
+
+// TestPercentileClasses: a value read back from its latency class is exact
+// below 40 ms and within 1.3% above, and the percentile picks the class
+// percentile_disc would.
+func TestPercentileClasses(t *testing.T) {
+	for v := int64(1); v < 2_000_000; v += 1 + v/50 {
+		class := int32(math.Floor(latencyClassesPerE * math.Log(float64(v))))
+		got := *percentile([]latencyClass{{class, 1}}, 0.5)
+		if v < 40 && got != v || math.Abs(float64(got-v)) > 0.013*float64(v)+0.5 {
+			t.Fatalf("%d ms reads back as %d", v, got)
+		}
+	}
+	h := []latencyClass{{200, 98}, {10, 1}, {300, 1}} // unsorted on purpose
+	if p := *percentile(h, 0.01); p != int64(math.Round(math.Exp(10.5/40))) {
+		t.Errorf("p1 = %d, want the lowest class", p)
+	}
+	if p := *percentile(h, 0.99); p != int64(math.Round(math.Exp(200.5/40))) {
+		t.Errorf("p99 = %d, want class 200 (99 of 100 values at or below it)", p)
+	}
+	if percentile(nil, 0.5) != nil {
+		t.Error("empty histogram: want nil")
+	}
+}
+
+// TestProviderStatsCache: buckets that ended more than statsSettle ago are
+// served from the cache, the recent ones are read every time, and a cached
+// bucket is read again once statsCacheTTL has passed, so a late record shows
+// up at most that late.
+func TestProviderStatsCache(t *testing.T) {
+	w := connectedWriter(t, migratedURL(t))
+	now := time.Date(2026, 11, 30, 12, 30, 30, 0, time.UTC)
+	w.now = func() time.Time { return now }
+	settledAt := time.Date(2026, 11, 30, 11, 40, 10, 0, time.UTC) // ended 50 min before now
+	liveAt := time.Date(2026, 11, 30, 12, 25, 0, 0, time.UTC)     // 5 min before now
+	add := func(at time.Time) {
+		mustUpsert(t, w, []record{{kind: kindCandidate, cand: Candidate{RequestID: uuid.New(), Provider: "a",
+			Status: CandidateFailed, CreatedAt: at, Latency: 10 * time.Millisecond}}})
+	}
+	read := func() (total, settled, live int64) {
+		t.Helper()
+		st, err := w.ProviderStats(context.Background(), time.Hour)
+		if err != nil || len(st.Providers) != 1 {
+			t.Fatalf("ProviderStats: %+v, %v; want provider a", st.Providers, err)
+		}
+		p := st.Providers[0]
+		for _, b := range p.Buckets {
+			switch {
+			case b.Start.Equal(settledAt.Truncate(time.Minute)):
+				settled = b.Failed
+			case b.Start.Equal(liveAt):
+				live = b.Failed
+			}
+		}
+		return p.Failed, settled, live
+	}
+
+	add(settledAt)
+	if total, settled, live := read(); total != 1 || settled != 1 || live != 0 {
+		t.Fatalf("first read: total %d, settled bucket %d, live bucket %d; want 1 1 0", total, settled, live)
+	}
+	add(settledAt) // lands in a cached bucket
+	add(liveAt)    // lands in a bucket read every time
+	if total, settled, live := read(); total != 2 || settled != 1 || live != 1 {
+		t.Errorf("second read: total %d, settled bucket %d, live bucket %d; want 2 1 1 (the settled bucket cached)", total, settled, live)
+	}
+	now = now.Add(statsCacheTTL)
+	if total, settled, live := read(); total != 3 || settled != 2 || live != 1 {
+		t.Errorf("after the TTL: total %d, settled bucket %d, live bucket %d; want 3 2 1", total, settled, live)
 	}
 }

@@ -135,6 +135,8 @@ type Writer struct {
 	retentionBatch int
 	noHold         bool // write every record at its first flush (see holder)
 
+	stats statsCache // settled buckets of the provider statistics
+
 	dropLog   logLimiter
 	connLog   logLimiter
 	rejectLog logLimiter
@@ -162,6 +164,13 @@ func NewWriter(opts Options) (*Writer, error) {
 	// for admin reads. Nothing is dialled until the first use.
 	poolCfg.MaxConns = 4
 	poolCfg.MinConns = 0
+	// No parallel query on the gateway's sessions: its writes never use it,
+	// and its admin reads are short index walks whose parallel plans spend
+	// more starting workers than they save (BENCHMARKS.md, "Admin reads").
+	// A DSN that sets it otherwise wins.
+	if _, set := poolCfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"]; !set {
+		poolCfg.ConnConfig.RuntimeParams["max_parallel_workers_per_gather"] = "0"
+	}
 	if poolCfg.ConnConfig.ConnectTimeout == 0 {
 		poolCfg.ConnConfig.ConnectTimeout = DefaultWriteTimeout
 	}
