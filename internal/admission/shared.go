@@ -144,15 +144,25 @@ func (s *Scheduler) confirm(ctx context.Context, req Request, l *Lease, first ti
 	// Give the local slots back without letting the grant count twice.
 	s.count(gs, func(g *gate) { g.refused++ })
 	s.release(l, true, s.clock.Now())
+	if s.closed {
+		s.global.rejected++
+		return nil, nil, ErrClosed
+	}
+	// The release may have left a gate idle, and an idle gate may be
+	// discarded: look the gates up again rather than keep stale pointers.
+	var arr [MaxDimensions]*gate
+	for i, d := range req.Dimensions {
+		arr[i] = s.resolve(d)
+	}
+	gs = arr[:n]
 	now := s.clock.Now()
+	if s.resized {
+		s.resized = false
+		s.dispatch(now)
+	}
 	left := req.Budget - now.Sub(first)
-	if left <= 0 || s.closed {
+	if left <= 0 {
 		blamed := s.blockingGate(gs)
-		if s.closed {
-			s.count(gs, func(g *gate) { g.rejected++ })
-			s.settleAll(gs)
-			return nil, nil, ErrClosed
-		}
 		s.count(gs, func(g *gate) { g.timedOut++ })
 		s.settleAll(gs)
 		return nil, nil, &TimeoutError{Gate: blamed, Budget: req.Budget}
@@ -162,8 +172,6 @@ func (s *Scheduler) confirm(ctx context.Context, req Request, l *Lease, first ti
 		s.settleAll(gs)
 		return nil, nil, ErrQueueFull
 	}
-	var arr [MaxDimensions]*gate
-	copy(arr[:], gs)
 	return nil, s.requeue(req, &arr, place, left, now), nil
 }
 
