@@ -1,11 +1,13 @@
 // Package report owns the request ledger: the Request and Candidate records,
 // the asynchronous batched writer that upserts them into Postgres, the disk spool
-// that holds them while Postgres is unreachable, the retention job, the read
-// query behind the admin timeline, and the migration command.
+// that holds them while Postgres is unreachable, the retention job, the reads
+// behind the admin API (a request's timeline, the request list with its
+// cursor, the provider statistics with their cache of settled buckets), and
+// the migration command.
 //
 // It leaves to others: deciding what to record and when (the attempt loop),
 // exposing counters (internal/metrics wraps Stats), HTTP (internal/api calls
-// Timeline), and configuration (internal/config fills Options).
+// Timeline, ListRequests and ProviderStats), and configuration (internal/config fills Options).
 //
 // # Flow
 //
