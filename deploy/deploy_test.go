@@ -110,7 +110,9 @@ func TestPrometheusConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("prometheus scrape configs: %v", err)
 	}
-	found := false
+	// Every gateway replica of the compose stack, in the one job the
+	// alerts select.
+	found := map[string]bool{}
 	for _, sc := range scrapeConfigs {
 		for _, sd := range sc.ServiceDiscoveryConfigs {
 			static, ok := sd.(discovery.StaticConfig)
@@ -119,22 +121,29 @@ func TestPrometheusConfig(t *testing.T) {
 			}
 			for _, group := range static {
 				for _, target := range group.Targets {
-					if target[model.AddressLabel] != "gateway:8080" {
+					addr := string(target[model.AddressLabel])
+					if !slices.Contains(gatewayReplicas, strings.TrimSuffix(addr, ":8080")) {
 						continue
 					}
-					found = true
+					found[addr] = true
 					if sc.JobName != "gateway" || sc.MetricsPath != "/metrics" || time.Duration(sc.ScrapeInterval) != 15*time.Second {
-						t.Errorf("gateway scrape: job %q path %q interval %s, want gateway /metrics 15s (alerts select job=\"gateway\")",
-							sc.JobName, sc.MetricsPath, sc.ScrapeInterval)
+						t.Errorf("%s scrape: job %q path %q interval %s, want gateway /metrics 15s (alerts select job=\"gateway\")",
+							addr, sc.JobName, sc.MetricsPath, sc.ScrapeInterval)
 					}
 				}
 			}
 		}
 	}
-	if !found {
-		t.Error("no scrape config targets gateway:8080")
+	for _, r := range gatewayReplicas {
+		if !found[r+":8080"] {
+			t.Errorf("no scrape config targets %s:8080", r)
+		}
 	}
 }
+
+// gatewayReplicas are the compose services running the gateway; they share
+// their limits through the redis service.
+var gatewayReplicas = []string{"gateway", "gateway-2"}
 
 // TestAlertRules validates alerts.yml as `promtool check rules` does (schema,
 // PromQL of every expression, templates of labels and annotations), runs the
@@ -225,7 +234,7 @@ func TestComposeConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("compose file %s: %v", composeFile, err)
 	}
-	for _, name := range []string{"postgres", "primary", "backup", "gateway", "prometheus", "grafana"} {
+	for _, name := range []string{"postgres", "redis", "primary", "backup", "gateway", "gateway-2", "prometheus", "grafana"} {
 		if _, ok := cf.Services[name]; !ok {
 			t.Errorf("compose: no service %q", name)
 		}
@@ -299,6 +308,7 @@ func TestComposeConfig(t *testing.T) {
 	if _, _, err := config.Load(copyEnv(gwEnv)); err != nil {
 		t.Errorf("compose: gateway environment does not load: %v", err)
 	}
+	composeReplicas(t, cf, mount)
 	// The routes file loads with exactly that environment (keys must be
 	// non-empty after ${VAR} expansion), and each provider's base_url names a
 	// compose service whose mock upstream listens on that port.
