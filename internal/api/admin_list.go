@@ -18,6 +18,8 @@ type LedgerReader interface {
 	ProviderStats(ctx context.Context, window time.Duration) (report.ProviderStats, error)
 }
 
+var _ LedgerReader = (*report.Writer)(nil)
+
 // ledger is the store's LedgerReader, or nil with records off.
 func (s *Server) ledger() LedgerReader {
 	if s.opts.Reports == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/pgtest"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/secret"
 )
@@ -184,5 +185,75 @@ func TestAdminListAuthAndStore(t *testing.T) {
 				t.Errorf("store down: status %d %+v, want 503 server_error", code, e)
 			}
 		})
+	}
+}
+
+// TestAdminListFromPostgres: the real record store serves both endpoints
+// (a *report.Writer is a LedgerReader, or the routes would answer as
+// records off), and the list's JSON carries what was recorded.
+func TestAdminListFromPostgres(t *testing.T) {
+	dsn := pgtest.DatabaseURL(t)
+	w, err := report.NewWriter(report.Options{
+		DatabaseURL: secret.New(dsn), SpoolDir: t.TempDir(), AutoMigrate: true, Replica: "gw-test",
+		FlushInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Start(context.Background())
+	t.Cleanup(func() {
+		if err := w.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	id := uuid.New()
+	w.RecordCandidate(report.Candidate{RequestID: id, Provider: "azure", Status: report.CandidateFailed, StatusCode: 502})
+	w.RecordCandidate(report.Candidate{RequestID: id, Index: 1, Provider: "openai", Status: report.CandidateSuccess, StatusCode: 200})
+	w.RecordRequest(report.Request{ID: id, Model: "m", Status: report.RequestSuccess, StatusCode: 200, CandidateCount: 2})
+	s := adminServer(t, w)
+
+	var body struct {
+		Requests []struct {
+			ID        uuid.UUID `json:"id"`
+			Replica   string    `json:"replica"`
+			Providers []string  `json:"providers"`
+		} `json:"requests"`
+		NextBefore *string `json:"next_before"`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(body.Requests) == 0 || len(body.Requests[0].Providers) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the request never showed up in /admin/requests: %+v", body)
+		}
+		time.Sleep(20 * time.Millisecond)
+		req := httptest.NewRequest(http.MethodGet, "/admin/requests?provider=azure", nil)
+		req.Header.Set("Authorization", "Bearer "+testAdminToken)
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code == http.StatusServiceUnavailable {
+			continue // not connected yet
+		}
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body.String())
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := body.Requests[0]
+	if len(body.Requests) != 1 || got.ID != id || got.Replica != "gw-test" || got.Providers[0] != "azure" || got.Providers[1] != "openai" || body.NextBefore != nil {
+		t.Errorf("list %+v (next %v), want the one request, replica gw-test, providers [azure openai], no next page", body.Requests, body.NextBefore)
+	}
+
+	req := httptest.NewRequest(http.MethodGet, "/admin/stats/providers?window=5m", nil)
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	var stats report.ProviderStats
+	if err := json.Unmarshal(rec.Body.Bytes(), &stats); rec.Code != http.StatusOK || err != nil {
+		t.Fatalf("stats: status %d, %v: %s", rec.Code, err, rec.Body.String())
+	}
+	if len(stats.Providers) != 2 || stats.Providers[0].Provider != "azure" || stats.Providers[0].Failed != 1 || stats.Providers[1].Attempts != 1 {
+		t.Errorf("stats providers %+v, want azure (1 failed) and openai (1 attempt)", stats.Providers)
 	}
 }
