@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -179,6 +181,7 @@ func TestReloadsUnderLoad(t *testing.T) {
 	}
 	stop.Store(true)
 	wg.Wait()
+	stopWatch() // no reload runs while the state is read below
 	if failed.Load() > 0 {
 		t.Fatalf("%d of %d requests failed across the reloads; the first: %v", failed.Load(), requests.Load(), firstFailure.Load())
 	}
@@ -209,4 +212,43 @@ func postChat(g *gateway, body string) (int, string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
+}
+
+// TestReloadClientKeysAndClients: client keys reload with the routes (a key
+// added is required from the next request on, and removing every client
+// opens the API again), and a provider that keeps its name and connect
+// settings keeps its client and its warm connections.
+func TestReloadClientKeysAndClients(t *testing.T) {
+	g, write := startReloadable(t, setup{})
+	const token = "client-SENTINEL-token"
+	sum := sha256.Sum256([]byte(token))
+	withClient := reloadRoutes[0] + "clients:\n  - { name: app, key_sha256: \"" + hex.EncodeToString(sum[:]) + "\" }\n"
+	primaryClient := g.Upstreams["primary"]
+	tests := []struct {
+		name     string
+		file     string
+		noKey    int
+		withKey  int
+		sameConn bool // primary keeps its client
+	}{
+		{"a client added", withClient, http.StatusUnauthorized, http.StatusOK, true},
+		{"every client removed", reloadRoutes[0], http.StatusOK, http.StatusOK, true},
+		{"primary's connect timeout changed", strings.Replace(reloadRoutes[0], "first_byte: 2s", "first_byte: 2s, connect: 3s", 1),
+			http.StatusOK, http.StatusOK, false},
+	}
+	for _, tt := range tests {
+		write(tt.file)
+		if err := g.Reload(server.TriggerSignal); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if resp, _ := g.post(t, chatBody(false)); resp.StatusCode != tt.noKey {
+			t.Errorf("%s: without a key %d, want %d", tt.name, resp.StatusCode, tt.noKey)
+		}
+		if resp, _ := g.post(t, chatBody(false), "Authorization", "Bearer "+token); resp.StatusCode != tt.withKey {
+			t.Errorf("%s: with the key %d, want %d", tt.name, resp.StatusCode, tt.withKey)
+		}
+		if same := g.Upstreams["primary"] == primaryClient; same != tt.sameConn {
+			t.Errorf("%s: primary kept its client: %v, want %v", tt.name, same, tt.sameConn)
+		}
+	}
 }
