@@ -64,7 +64,7 @@ func TestConsoleOffWithoutAdminToken(t *testing.T) {
 // success. The list refreshes in place (the focused link keeps its focus),
 // refreshing stops while the tab is hidden, and a token the gateway refuses
 // returns to the sign-in form. Every request the page made went to the
-// gateway and nowhere else. Screenshots of the three screens are left in
+// gateway and nowhere else, and every admin API call carried the bearer token. Screenshots of the three screens are left in
 // artifacts/console.
 func TestConsoleInBrowser(t *testing.T) {
 	chromium := chromiumPath(t)
@@ -107,10 +107,15 @@ models:
 	}
 	var mu sync.Mutex
 	var requested []string
+	var unauthorized []string // admin API calls without a bearer token
 	if err := chromedp.Listen(ctx, func(ev any) {
 		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
+			auth, _ := e.Request.Headers["Authorization"].(string)
 			mu.Lock()
 			requested = append(requested, e.Request.URL)
+			if strings.Contains(e.Request.URL, "/admin/") && !strings.HasPrefix(auth, "Bearer ") {
+				unauthorized = append(unauthorized, e.Request.URL)
+			}
 			mu.Unlock()
 		}
 	}); err != nil {
@@ -258,6 +263,9 @@ models:
 	defer mu.Unlock()
 	if len(problems) > 0 {
 		t.Errorf("console errors: %s", strings.Join(problems, "\n"))
+	}
+	if len(unauthorized) > 0 {
+		t.Errorf("admin API calls without Authorization: Bearer: %v", unauthorized)
 	}
 	gateway, _ := url.Parse(g.base)
 	admin := 0
