@@ -203,16 +203,27 @@ models:
 	if got := eval(fmt.Sprintf(`document.querySelector('%s').innerText`, row)); !strings.Contains(got, "success") || !strings.Contains(got, "broken → backup") {
 		t.Fatalf("list row %q, want success over broken → backup", got)
 	}
-	do("filter by provider", chromedp.SendKeys(chromedp.ID("f-provider"), "broken\n"))
-	until("the filtered list", `location.hash.includes('provider=broken') && document.getElementById('requests-note').textContent.includes('provider broken')`)
+	// A request that arrives meanwhile is added above the others in place:
+	// the focused link keeps its focus.
 	do("focus the request's link", chromedp.Focus(chromedp.CSS(row+" a")))
-	before := eval(`document.body.dataset.refreshes`)
-	until("a refresh", fmt.Sprintf(`document.body.dataset.refreshes !== %q`, before))
+	resp, body := rawPost(t, g, "/v1/chat/completions", `{"model":"failover-model","messages":[{"role":"user","content":"later"}]}`)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("chat: %d %s", resp.StatusCode, body)
+	}
+	later := resp.Header.Get("X-Request-Id")
+	until("the later request at the top", fmt.Sprintf(`document.querySelector('#requests-table tbody tr').dataset.id === %q`, later))
 	if got := eval(`document.activeElement.getAttribute('href') || ''`); got != "#/requests/"+id {
 		t.Fatalf("after a refresh the focus is on %q, want the request's link", got)
 	}
+	do("filter by provider", chromedp.SendKeys(chromedp.ID("f-provider"), "broken\n"))
+	until("the filtered list", `location.hash.includes('provider=broken') && document.getElementById('requests-note').textContent.includes('provider broken')`)
+	before := eval(`document.body.dataset.refreshes`)
+	until("a refresh", fmt.Sprintf(`document.body.dataset.refreshes !== %q`, before))
 	if got := eval(`document.getElementById('f-provider').value`); got != "broken" {
 		t.Fatalf("the provider filter reads %q after a refresh", got)
+	}
+	if eval(fmt.Sprintf(`document.querySelector('%s') ? 'listed' : 'missing'`, row)) != "listed" {
+		t.Fatalf("the failover request is not in the list filtered by provider broken")
 	}
 	screenshot("requests")
 

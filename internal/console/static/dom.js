@@ -50,30 +50,29 @@ export function setAttr(el, name, value) {
 // refreshes it. Elements that stay are moved only when out of place, so the
 // focused link of a row that is still listed keeps its focus.
 export function reconcile(container, items, key, create, update) {
+  const keys = items.map((item) => String(key(item)));
+  const wanted = new Set(keys);
   const old = new Map();
+  // Drop the elements that go first, so those that stay need no move.
   for (const el of Array.from(container.children)) {
-    if (el.dataset.key !== undefined) old.set(el.dataset.key, el);
+    const k = el.dataset.key;
+    if (k === undefined || !wanted.has(k) || old.has(k)) el.remove();
+    else old.set(k, el);
   }
   let cursor = container.firstElementChild;
-  const keep = new Set();
-  for (const item of items) {
-    const k = String(key(item));
-    let el = old.get(k);
+  items.forEach((item, i) => {
+    let el = old.get(keys[i]);
     if (!el) {
       el = create(item);
-      el.dataset.key = k;
+      el.dataset.key = keys[i];
     }
     update(el, item);
-    keep.add(el);
     if (el === cursor) {
       cursor = cursor.nextElementSibling;
     } else {
       container.insertBefore(el, cursor);
     }
-  }
-  for (const el of old.values()) {
-    if (!keep.has(el)) el.remove();
-  }
+  });
 }
 
 // swapIfChanged replaces el's content only when its signature changed.
