@@ -263,6 +263,7 @@ type peakMock struct {
 	*mockupstream.Server
 	url       string
 	cur, peak atomic.Int64
+	peakAt    atomic.Int64 // unix nanoseconds when the peak was last raised
 	served    atomic.Int64
 }
 
@@ -283,7 +284,11 @@ func (m *peakMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := m.cur.Add(1)
 	for {
 		p := m.peak.Load()
-		if n <= p || m.peak.CompareAndSwap(p, n) {
+		if n <= p {
+			break
+		}
+		if m.peak.CompareAndSwap(p, n) {
+			m.peakAt.Store(time.Now().UnixNano())
 			break
 		}
 	}

@@ -22,7 +22,7 @@ func TestRedisOutageKeepsServing(t *testing.T) {
 	t.Parallel()
 	red := startPrivateRedis(t)
 	rdb := redisAt(t, red.url())
-	mock := newPeakMock(t, mockupstream.Behavior{Identity: "p", Latency: 100 * time.Millisecond})
+	mock := newPeakMock(t, mockupstream.Behavior{Identity: "p", Latency: 50 * time.Millisecond})
 	rs := startReplicas(t, 2, writeReplicaRoutes(t, providerRoutes(mock.url, "max_concurrency: 4, queue_budget: 30s")), red.url(),
 		"GATEWAY_REDIS_LEASE_TTL=3s")
 	// The share divides by the replicas last seen alive: both must have
@@ -37,7 +37,7 @@ func TestRedisOutageKeepsServing(t *testing.T) {
 	failures := make(chan string, 16)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for c := range 8 {
+	for c := range 12 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
 				select {
@@ -77,10 +77,18 @@ func TestRedisOutageKeepsServing(t *testing.T) {
 
 	// The peak is never reset: the moments between Redis coming back and
 	// each replica registering its slots again count too.
+	var outage, back time.Time
+	since := func(at time.Time) string {
+		if at.IsZero() {
+			return "-"
+		}
+		return time.Unix(0, mock.peakAt.Load()).Sub(at).Round(time.Millisecond).String()
+	}
 	phase := func(name string, d time.Duration) {
 		time.Sleep(d)
 		p := mock.peak.Load()
-		t.Logf("until the end of %s: peak at the provider %d, %d served, %d failed", name, p, ok.Load(), failed.Load())
+		t.Logf("until the end of %s: peak at the provider %d (reached %s after Redis died, %s after it came back), %d served, %d failed",
+			name, p, since(outage), since(back), ok.Load(), failed.Load())
 		if p > 4 {
 			t.Errorf("by the end of %s: the provider saw %d requests at once, want at most 4 (2 replicas, each its share 4/2)", name, p)
 		}
@@ -102,11 +110,11 @@ func TestRedisOutageKeepsServing(t *testing.T) {
 	phase("shared", time.Second)
 	states("shared", 0)
 	red.stop()
-	outage := time.Now()
+	outage = time.Now()
 	states("degraded", 1)
 	phase("outage", 3*time.Second-time.Since(outage))
 	red.restart(t)
-	back := time.Now()
+	back = time.Now()
 	states("shared", 0)
 	t.Logf("both replicas shared again %s after Redis came back", time.Since(back).Round(time.Millisecond))
 	phase("after the outage", 3*time.Second)
