@@ -30,17 +30,23 @@ import (
 // "Several replicas"). Each test owns one Redis database number, so tests
 // running in parallel never see each other's keys.
 
-const (
-	replicaRedisAddr = "127.0.0.1:6379"
-	replicaSlotMatch = "llmgw:{q}:slots:*"
-)
+const replicaSlotMatch = "llmgw:{q}:slots:*"
 
-// redisDB connects to database db of the shared Redis and empties it before
-// and after the test. Under CI a missing Redis fails the test (.ci/run
-// starts one); elsewhere the test is skipped with the way to get one.
+// redisDB connects to database db of the shared Redis (127.0.0.1:6379, or
+// the server of GATEWAY_TEST_REDIS_URL) and empties it before and after the
+// test. Under CI a missing Redis fails the test (.ci/run starts one);
+// elsewhere the test is skipped with the way to get one.
 func redisDB(t *testing.T, db int) (*redis.Client, string) {
 	t.Helper()
-	url := fmt.Sprintf("redis://%s/%d", replicaRedisAddr, db)
+	addr := "127.0.0.1:6379"
+	if env := os.Getenv("GATEWAY_TEST_REDIS_URL"); env != "" {
+		opts, err := redis.ParseURL(env)
+		if err != nil {
+			t.Fatalf("GATEWAY_TEST_REDIS_URL: %v", err)
+		}
+		addr = opts.Addr
+	}
+	url := fmt.Sprintf("redis://%s/%d", addr, db)
 	return redisAt(t, url), url
 }
 

@@ -79,8 +79,9 @@ func TestClientLimitsAcrossReplicas(t *testing.T) {
 				t.Fatal(err)
 			}
 			h := resp.Header
-			if h.Get("X-Ratelimit-Limit-Tokens") != strconv.Itoa(limit) {
-				t.Errorf("request %d: x-ratelimit-limit-tokens %q, want %d", i, h.Get("X-Ratelimit-Limit-Tokens"), limit)
+			if h.Get("X-Ratelimit-Limit-Tokens") != strconv.Itoa(limit) || h.Get("X-Ratelimit-Reset-Tokens") == "" {
+				t.Errorf("request %d: x-ratelimit-limit-tokens %q, reset %q, want %d and a duration", i,
+					h.Get("X-Ratelimit-Limit-Tokens"), h.Get("X-Ratelimit-Reset-Tokens"), limit)
 			}
 			if got, want := h.Get("X-Ratelimit-Remaining-Tokens"), strconv.Itoa(max(limit-counted, 0)); got != want {
 				t.Errorf("request %d on %s after %d tokens: x-ratelimit-remaining-tokens %q, want %s", i, r.id, counted, got, want)
