@@ -12,6 +12,9 @@ const (
 	ClientGate = "gateway_client"
 )
 
+// recentWaits is how many grants' waits a gate keeps for percentiles.
+const recentWaits = 128
+
 // gateKey identifies one gate instance. A struct of strings is a map key
 // that can be looked up without allocating, which the fast path relies on.
 type gateKey struct {
@@ -44,6 +47,10 @@ type gate struct {
 	promotions uint64
 	waitTotal  time.Duration
 	waitMax    time.Duration
+	// recent holds the waits of the last len(recent) grants, for the
+	// percentiles of snapshots (the console's wait p50/p99).
+	recent  [recentWaits]time.Duration
+	recentN uint64
 
 	// lanes are the queued lanes that include this gate; they are blocked
 	// while the gate is full. blocking says whether they are counted as
@@ -92,6 +99,8 @@ func (s *Scheduler) admit(g *gate, waited time.Duration) {
 	g.admitted++
 	g.waitTotal += waited
 	g.waitMax = max(g.waitMax, waited)
+	g.recent[g.recentN%recentWaits] = waited
+	g.recentN++
 	g.peak = max(g.peak, g.active)
 	s.sync(g)
 }

@@ -173,5 +173,31 @@ func TestWaitAccounting(t *testing.T) {
 		if g.Admitted != 2 || g.WaitTotalSeconds != 3 || g.WaitAvgSeconds != 1.5 || g.WaitMaxSeconds != 3 || g.Peak != 1 {
 			t.Errorf("%s wait stats %+v, want 2 grants, 3s total, 1.5s avg, 3s max", g.Gate, g)
 		}
+		// Waits 0 and 3 s: nearest rank puts p50 on 0 and p99 on 3 s.
+		if g.WaitP50Seconds != 0 || g.WaitP99Seconds != 3 {
+			t.Errorf("%s wait p50 %v p99 %v, want 0 and 3", g.Gate, g.WaitP50Seconds, g.WaitP99Seconds)
+		}
+	}
+}
+
+// TestWaitPercentilesRecent: the percentiles cover the last 128 grants only,
+// so an old slow wait leaves them.
+func TestWaitPercentilesRecent(t *testing.T) {
+	clk := newFakeClock()
+	s := New(Config{GlobalLimit: 1, Clock: clk})
+	holder := mustAcquire(t, s, req(Interactive, 0, target("a", 1)))
+	out := make(chan result, 1)
+	enqueue(t, context.Background(), s, "w", req(Background, long, target("a", 1)), out)
+	clk.Advance(5 * time.Second)
+	holder.Release()
+	recv(t, out).lease.Release()
+	if g := s.Stats().Global; g.WaitP99Seconds != 5 {
+		t.Fatalf("p99 %v, want 5 while the slow grant is recent", g.WaitP99Seconds)
+	}
+	for range 128 {
+		mustAcquire(t, s, req(Interactive, 0, target("a", 1))).Release()
+	}
+	if g := s.Stats().Global; g.WaitP99Seconds != 0 || g.WaitMaxSeconds != 5 {
+		t.Fatalf("after 128 fast grants: p99 %v max %v, want 0 and 5", g.WaitP99Seconds, g.WaitMaxSeconds)
 	}
 }

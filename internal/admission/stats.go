@@ -2,7 +2,9 @@ package admission
 
 import (
 	"cmp"
+	"math"
 	"slices"
+	"time"
 )
 
 // GateStats describes one gate. Counters are cumulative since the gate was
@@ -33,6 +35,10 @@ type GateStats struct {
 	WaitTotalSeconds float64 `json:"wait_total_seconds"`
 	WaitAvgSeconds   float64 `json:"wait_avg_seconds"`
 	WaitMaxSeconds   float64 `json:"wait_max_seconds"`
+	// WaitP50Seconds and WaitP99Seconds are over the gate's last 128
+	// grants (nearest rank); 0 before any grant.
+	WaitP50Seconds float64 `json:"wait_p50_seconds"`
+	WaitP99Seconds float64 `json:"wait_p99_seconds"`
 }
 
 // Snapshot is a consistent view of every gate at one moment.
@@ -111,6 +117,12 @@ func gateStats(g *gate, livePromotions uint64) GateStats {
 	if g.admitted > 0 {
 		st.WaitAvgSeconds = g.waitTotal.Seconds() / float64(g.admitted)
 	}
+	if n := min(g.recentN, recentWaits); n > 0 {
+		w := slices.Clone(g.recent[:n])
+		slices.Sort(w)
+		st.WaitP50Seconds = nearestRank(w, 0.50).Seconds()
+		st.WaitP99Seconds = nearestRank(w, 0.99).Seconds()
+	}
 	return st
 }
 
@@ -151,4 +163,10 @@ func (s *Scheduler) Usage(buf []GateUsage) Usage {
 
 func gateUsage(g *gate) GateUsage {
 	return GateUsage{Gate: g.key.gate, Label: g.label, Limit: g.limit, Active: g.active, Pending: g.pending}
+}
+
+// nearestRank is the q-quantile of sorted w by nearest rank.
+func nearestRank(w []time.Duration, q float64) time.Duration {
+	i := int(math.Ceil(q*float64(len(w)))) - 1
+	return w[max(0, min(i, len(w)-1))]
 }

@@ -36,7 +36,7 @@ func TestSnapshotJSON(t *testing.T) {
 	tg := targets[0].(map[string]any)
 	for _, k := range []string{"gate", "id", "label", "limit", "active", "pending", "admitted", "released",
 		"timed_out", "cancelled", "rejected", "aging_promotions", "peak_active",
-		"wait_total_seconds", "wait_avg_seconds", "wait_max_seconds"} {
+		"wait_total_seconds", "wait_avg_seconds", "wait_max_seconds", "wait_p50_seconds", "wait_p99_seconds"} {
 		if _, ok := tg[k]; !ok {
 			t.Errorf("target JSON lacks %q: %v", k, tg)
 		}
