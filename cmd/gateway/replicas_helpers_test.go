@@ -248,8 +248,12 @@ func (r *replica) quotaState(t *testing.T) string {
 // (none when empty) and returns the response with its body read. It never
 // fails the test itself, so goroutines may call it.
 func replicaChat(ctx context.Context, r *replica, token, model string) (*http.Response, []byte, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/v1/chat/completions",
-		strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hello"}]}`))
+	return replicaPost(ctx, r, token, `{"model":"`+model+`","messages":[{"role":"user","content":"hello"}]}`)
+}
+
+// replicaPost is replicaChat with the request body given.
+func replicaPost(ctx context.Context, r *replica, token, body string) (*http.Response, []byte, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -64,58 +66,18 @@ func TestClientLimitsAcrossReplicas(t *testing.T) {
 		}
 	})
 
-	t.Run("tokens_per_minute", func(t *testing.T) {
-		t.Parallel()
-		const limit = 100
-		_, url := redisDB(t, 13)
-		mock := newPeakMock(t, mockupstream.Behavior{Identity: "p"})
-		rs := startReplicas(t, 2, writeReplicaRoutes(t, providerRoutes(mock.url, "max_concurrency: 4"),
-			replicaClient{name: "app", token: limitsToken, limits: "tokens_per_minute: " + strconv.Itoa(limit)}), url)
-		counted, served, refused := 0, 0, 0
-		for i := 0; refused < 2 && i < 20; i++ {
-			r := rs[i%2]
-			resp, body, err := replicaChat(context.Background(), r, limitsToken, "m")
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := resp.Header
-			if h.Get("X-Ratelimit-Limit-Tokens") != strconv.Itoa(limit) || h.Get("X-Ratelimit-Reset-Tokens") == "" {
-				t.Errorf("request %d: x-ratelimit-limit-tokens %q, reset %q, want %d and a duration", i,
-					h.Get("X-Ratelimit-Limit-Tokens"), h.Get("X-Ratelimit-Reset-Tokens"), limit)
-			}
-			if got, want := h.Get("X-Ratelimit-Remaining-Tokens"), strconv.Itoa(max(limit-counted, 0)); got != want {
-				t.Errorf("request %d on %s after %d tokens: x-ratelimit-remaining-tokens %q, want %s", i, r.id, counted, got, want)
-			}
-			if counted < limit {
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("request %d on %s after %d of %d tokens: %d %s, want 200", i, r.id, counted, limit, resp.StatusCode, body)
-				}
-				var v struct {
-					Usage struct {
-						TotalTokens int `json:"total_tokens"`
-					} `json:"usage"`
-				}
-				if err := json.Unmarshal(body, &v); err != nil || v.Usage.TotalTokens <= 0 {
-					t.Fatalf("request %d: no usage in %s", i, body)
-				}
-				counted += v.Usage.TotalTokens
-				served++
-				continue
-			}
-			rateLimited(t, fmt.Sprintf("request %d on %s after %d of %d tokens", i, r.id, counted, limit), resp, body)
-			if msg, _ := jsonField(t, body, "error.message").(string); !strings.Contains(msg, "tokens") {
-				t.Errorf("request %d: message %q does not say the tokens ran out", i, msg)
-			}
-			refused++
-		}
-		t.Logf("%d requests served for %d tokens, then refused", served, counted)
-		if refused != 2 || served < 2 {
-			t.Fatalf("%d served and %d refused: want several served, then refusals", served, refused)
-		}
-		if got := mock.served.Load(); got != int64(served) {
-			t.Errorf("the provider served %d requests, want %d", got, served)
-		}
-	})
+	// Streamed too: the last bytes of a stream reach the client before its
+	// handler returns, and the next request must still see its tokens.
+	for _, tc := range []struct {
+		name   string
+		db     int
+		stream bool
+	}{{"tokens_per_minute", 13, false}, {"tokens_per_minute streamed", 15, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tokensPerMinute(t, tc.db, tc.stream)
+		})
+	}
 
 	t.Run("max_concurrency", func(t *testing.T) {
 		t.Parallel()
@@ -196,6 +158,114 @@ models:
 			}
 		}
 	})
+}
+
+// tokensPerMinute sends a client with tokens_per_minute 100 requests one
+// after another, alternating two replicas: each is served while the tokens
+// counted before it are under the limit, and refused once they reach it;
+// x-ratelimit-remaining-tokens says what was left when it was admitted.
+func tokensPerMinute(t *testing.T, db int, stream bool) {
+	const limit = 100
+	_, url := redisDB(t, db)
+	mock := newPeakMock(t, mockupstream.Behavior{Identity: "p", Usage: true})
+	rs := startReplicas(t, 2, writeReplicaRoutes(t, providerRoutes(mock.url, "max_concurrency: 4"),
+		replicaClient{name: "app", token: limitsToken, limits: "tokens_per_minute: " + strconv.Itoa(limit)}), url)
+	reqBody := `{"model":"m","messages":[{"role":"user","content":"hello"}]}`
+	if stream {
+		reqBody = `{"model":"m","messages":[{"role":"user","content":"hello"}],"stream":true,"stream_options":{"include_usage":true}}`
+	}
+	counted, served, refused := 0, 0, 0
+	for i := 0; refused < 2 && i < 20; i++ {
+		r := rs[i%2]
+		post := replicaPost
+		if stream {
+			post = postUntilDone
+		}
+		resp, body, err := post(context.Background(), r, limitsToken, reqBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := resp.Header
+		if h.Get("X-Ratelimit-Limit-Tokens") != strconv.Itoa(limit) || h.Get("X-Ratelimit-Reset-Tokens") == "" {
+			t.Errorf("request %d: x-ratelimit-limit-tokens %q, reset %q, want %d and a duration", i,
+				h.Get("X-Ratelimit-Limit-Tokens"), h.Get("X-Ratelimit-Reset-Tokens"), limit)
+		}
+		if got, want := h.Get("X-Ratelimit-Remaining-Tokens"), strconv.Itoa(max(limit-counted, 0)); got != want {
+			t.Errorf("request %d on %s after %d tokens: x-ratelimit-remaining-tokens %q, want %s", i, r.id, counted, got, want)
+		}
+		if counted < limit {
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("request %d on %s after %d of %d tokens: %d %s, want 200", i, r.id, counted, limit, resp.StatusCode, body)
+			}
+			n := totalTokens(body)
+			if n <= 0 {
+				t.Fatalf("request %d: no usage in %s", i, body)
+			}
+			counted += n
+			served++
+			continue
+		}
+		rateLimited(t, fmt.Sprintf("request %d on %s after %d of %d tokens", i, r.id, counted, limit), resp, body)
+		if msg, _ := jsonField(t, body, "error.message").(string); !strings.Contains(msg, "tokens") {
+			t.Errorf("request %d: message %q does not say the tokens ran out", i, msg)
+		}
+		refused++
+	}
+	t.Logf("%d requests served for %d tokens, then refused", served, counted)
+	if refused != 2 || served < 2 {
+		t.Fatalf("%d served and %d refused: want several served, then refusals", served, refused)
+	}
+	if got := mock.served.Load(); got != int64(served) {
+		t.Errorf("the provider served %d requests, want %d", got, served)
+	}
+}
+
+// postUntilDone is replicaPost for a stream read as OpenAI's SDKs read it:
+// up to data: [DONE], and no further, so the next request may start before
+// the gateway's handler has returned.
+func postUntilDone(ctx context.Context, r *replica, token, body string) (*http.Response, []byte, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, b, err
+	}
+	var out bytes.Buffer
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if sc.Text() == "data: [DONE]" {
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, resp.Body); resp.Body.Close() }()
+	return resp, out.Bytes(), sc.Err()
+}
+
+// totalTokens is usage.total_tokens of a chat completion, or of the usage
+// event of a stream; 0 when there is none.
+func totalTokens(body []byte) int {
+	var v struct {
+		Usage *struct {
+			TotalTokens int `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(body, &v) == nil && v.Usage != nil {
+		return v.Usage.TotalTokens
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if ok && json.Unmarshal([]byte(data), &v) == nil && v.Usage != nil {
+			return v.Usage.TotalTokens
+		}
+	}
+	return 0
 }
 
 // rateLimited fails unless resp is OpenAI's 429 for a client over its rate,
