@@ -320,6 +320,7 @@ func freePort(t *testing.T) int {
 
 // privateRedis is a redis-server the test starts and stops itself.
 type privateRedis struct {
+	bin  string
 	port int
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -329,6 +330,14 @@ type privateRedis struct {
 // a restart on the same port comes back empty, as a Redis without
 // persistence does after a crash.
 func startPrivateRedis(t *testing.T) *privateRedis {
+	t.Helper()
+	r := newPrivateRedis(t)
+	r.start(t)
+	return r
+}
+
+// newPrivateRedis picks the port of a redis-server that start runs later.
+func newPrivateRedis(t *testing.T) *privateRedis {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -341,17 +350,17 @@ func startPrivateRedis(t *testing.T) *privateRedis {
 			t.Skip(msg)
 		}
 	}
-	r := &privateRedis{port: freePort(t)}
-	r.start(t, bin)
+	r := &privateRedis{bin: bin, port: freePort(t)}
 	t.Cleanup(r.stop)
 	return r
 }
 
 func (r *privateRedis) url() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", r.port) }
 
-func (r *privateRedis) start(t *testing.T, bin string) {
+// start runs the server (again) on its port.
+func (r *privateRedis) start(t *testing.T) {
 	t.Helper()
-	r.cmd = exec.Command(bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+	r.cmd = exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -370,9 +379,6 @@ func (r *privateRedis) start(t *testing.T, bin string) {
 		t.Fatalf("redis-server did not listen on %d", r.port)
 	}
 }
-
-// restart starts the server again on the same port.
-func (r *privateRedis) restart(t *testing.T) { r.start(t, r.cmd.Path) }
 
 // stop kills the server (SIGKILL: an outage, not a shutdown).
 func (r *privateRedis) stop() {

@@ -113,7 +113,7 @@ func TestRedisOutageKeepsServing(t *testing.T) {
 	outage = time.Now()
 	states("degraded", 1)
 	phase("outage", 3*time.Second-time.Since(outage))
-	red.restart(t)
+	red.start(t)
 	back = time.Now()
 	states("shared", 0)
 	t.Logf("both replicas shared again %s after Redis came back", time.Since(back).Round(time.Millisecond))
@@ -134,5 +134,52 @@ func TestRedisOutageKeepsServing(t *testing.T) {
 	for _, r := range rs {
 		r.gatesIdle(t)
 	}
+	noLeasesLeft(t, rdb)
+}
+
+// TestReplicaStartsDuringOutage: a replica whose Redis does not answer at
+// start starts all the same, degraded, and serves; once Redis answers it
+// shares its limits, and its slots are in Redis while held and gone after.
+func TestReplicaStartsDuringOutage(t *testing.T) {
+	t.Parallel()
+	red := newPrivateRedis(t) // not running yet
+	mock := newPeakMock(t, mockupstream.Behavior{Identity: "p", Latency: 300 * time.Millisecond})
+	r := startReplicas(t, 1, writeReplicaRoutes(t, providerRoutes(mock.url, "max_concurrency: 4")), red.url(),
+		"GATEWAY_REDIS_LEASE_TTL=3s")[0]
+	if q, m := r.quotaState(t), scrapeSums(t, r.addr)["gateway_quota_degraded"]; q != "degraded" || m != 1 {
+		t.Fatalf("started without Redis: /readyz quota %q, gateway_quota_degraded %v, want degraded and 1", q, m)
+	}
+	if code, _ := get(t, r.base+"/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz %d without Redis, want 200: a degraded replica still serves", code)
+	}
+	if resp, body, err := replicaChat(context.Background(), r, "", "m"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("request without Redis: %v %v %s", err, resp, body)
+	}
+
+	red.start(t)
+	var q string
+	if !waitUntil(3*time.Second, func() bool { q = r.quotaState(t); return q == "shared" }) {
+		t.Fatalf("Redis answers again but /readyz quota is %q, want shared", q)
+	}
+	if m := scrapeSums(t, r.addr)["gateway_quota_degraded"]; m != 0 {
+		t.Errorf("gateway_quota_degraded %v with Redis back, want 0", m)
+	}
+	rdb := redisAt(t, red.url())
+	res := make(chan error, 1)
+	go func() {
+		resp, body, err := replicaChat(context.Background(), r, "", "m")
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%d %s", resp.StatusCode, body)
+		}
+		res <- err
+	}()
+	var leases map[string]int64
+	if !waitUntil(2*time.Second, func() bool { leases = slotLeases(t, rdb); return len(leases) == 1 }) {
+		t.Errorf("a request in flight holds no lease in Redis: %v", leases)
+	}
+	if err := <-res; err != nil {
+		t.Fatalf("request with Redis back: %v", err)
+	}
+	r.gatesIdle(t)
 	noLeasesLeft(t, rdb)
 }

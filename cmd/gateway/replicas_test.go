@@ -14,8 +14,8 @@ import (
 
 // The tests of several replicas sharing limits through Redis (DESIGN 10.4,
 // "Several replicas"): real gateway binaries, a real Redis, a real Postgres
-// and mock upstreams over loopback. Each test owns one Redis database (9 to
-// 14 of the shared Redis) or a private redis-server.
+// and mock upstreams over loopback. Each test owns one Redis database (8 to
+// 15 of the shared Redis) or a private redis-server.
 
 // providerRoutes is one provider p at url behind model m.
 func providerRoutes(url, settings string) string {
@@ -37,10 +37,15 @@ func TestReplicasShareProviderLimit(t *testing.T) {
 	t.Parallel()
 	rdb, url := redisDB(t, 9)
 	mock := newPeakMock(t, mockupstream.Behavior{Identity: "p", Latency: 300 * time.Millisecond})
-	rs := startReplicas(t, 3, writeReplicaRoutes(t, providerRoutes(mock.url, "max_concurrency: 4, queue_budget: 30s")), url)
+	rs := startReplicas(t, 3, writeReplicaRoutes(t, providerRoutes(mock.url, "max_concurrency: 4, queue_budget: 30s")), url,
+		"GATEWAY_REDIS_LEASE_TTL=3s")
 	for _, r := range rs {
 		if q := r.quotaState(t); q != "shared" {
 			t.Fatalf("replica %s /readyz quota %q, want shared", r.id, q)
+		}
+		// Each counts the others at its next heartbeat (a third of the TTL).
+		if !waitUntil(2*time.Second, func() bool { return scrapeSums(t, r.addr)["gateway_quota_replicas"] == 3 }) {
+			t.Errorf("replica %s: gateway_quota_replicas %v, want 3", r.id, scrapeSums(t, r.addr)["gateway_quota_replicas"])
 		}
 	}
 
@@ -199,6 +204,58 @@ func TestReplicaDeathFreesSlotsWithinTTL(t *testing.T) {
 	}
 	b.gatesIdle(t)
 	// A's leases expire with the TTL, B's are released.
+	noLeasesLeft(t, rdb)
+	// B stops counting A among the replicas alive (what its share would
+	// divide by in an outage) once A's heartbeat is older than the TTL.
+	if !waitUntil(ttl+2*time.Second-time.Since(killed), func() bool { return scrapeSums(t, b.addr)["gateway_quota_replicas"] == 1 }) {
+		t.Errorf("replica %s: gateway_quota_replicas %v %s after %s died, want 1", b.id,
+			scrapeSums(t, b.addr)["gateway_quota_replicas"], time.Since(killed).Round(time.Millisecond), a.id)
+	}
+}
+
+// TestLongRequestKeepsItsSlot: a request that runs longer than the lease
+// TTL keeps its slot (the replica renews it), so another replica waits for
+// it to end instead of taking the slot when the first lease would have
+// expired.
+func TestLongRequestKeepsItsSlot(t *testing.T) {
+	t.Parallel()
+	const ttl, hold = 3 * time.Second, 4 * time.Second
+	rdb, url := redisDB(t, 8)
+	mock := newPeakMock(t, mockupstream.Behavior{Identity: "p", Latency: hold})
+	rs := startReplicas(t, 2, writeReplicaRoutes(t, providerRoutes(mock.url, "max_concurrency: 1, queue_budget: 30s")), url,
+		"GATEWAY_REDIS_LEASE_TTL="+ttl.String())
+	var wg sync.WaitGroup
+	done := make([]time.Time, 2)
+	codes := make([]int, 2)
+	start := time.Now()
+	for i, r := range rs {
+		if i == 1 {
+			// The second starts once the first holds the slot.
+			if !waitUntil(5*time.Second, func() bool { return mock.cur.Load() == 1 }) {
+				t.Fatal("the first request never reached the provider")
+			}
+		}
+		wg.Go(func() {
+			resp, body, err := replicaChat(context.Background(), r, "", "m")
+			done[i] = time.Now()
+			if err != nil {
+				t.Errorf("request on %s: %v", r.id, err)
+				return
+			}
+			if codes[i] = resp.StatusCode; codes[i] != http.StatusOK {
+				t.Errorf("request on %s: %d %s", r.id, resp.StatusCode, body)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("requests of %s each on one slot with a lease TTL of %s: done after %s and %s", hold, ttl,
+		done[0].Sub(start).Round(time.Millisecond), done[1].Sub(start).Round(time.Millisecond))
+	if p := mock.peak.Load(); p != 1 {
+		t.Errorf("the provider saw %d requests at once, want 1: a lease expired under a running request", p)
+	}
+	if d := done[1].Sub(start); d < 2*hold {
+		t.Errorf("the second request was done %s after the first started, want after both ran in turn (%s)", d, 2*hold)
+	}
 	noLeasesLeft(t, rdb)
 }
 
