@@ -421,6 +421,38 @@ func TestTargetLimitResizesInPlace(t *testing.T) {
 	}
 }
 
+// TestOlderVersionNeverResizes: a request planned before a reload that
+// fails over after it carries the old limit; it must not set it back.
+func TestOlderVersionNeverResizes(t *testing.T) {
+	s := New(Config{GlobalLimit: 10, Clock: newFakeClock()})
+	v := func(limit int, version uint64) Request {
+		d := target("a", limit)
+		d.Version = version
+		return req(Interactive, 0, d)
+	}
+	l1 := mustAcquire(t, s, v(1, 1))
+	l2 := mustAcquire(t, s, v(3, 2)) // reloaded: 3
+	l3 := mustAcquire(t, s, v(1, 1)) // planned before the reload: still admitted under 3
+	if got := gateOf(t, s.Stats(), TargetGate, "a").Limit; got != 3 {
+		t.Fatalf("limit %d after an older request, want 3", got)
+	}
+	if _, err := s.Acquire(context.Background(), v(1, 1)); err == nil {
+		t.Fatal("admitted over 3")
+	}
+	// Another reload shrinks it to 2: with 3 active nothing new starts.
+	if _, err := s.Acquire(context.Background(), v(2, 3)); err == nil {
+		t.Fatal("admitted over a shrunk limit")
+	}
+	l1.Release()
+	l2.Release()
+	if got := gateOf(t, s.Stats(), TargetGate, "a").Limit; got != 2 {
+		t.Fatalf("limit %d, want 2", got)
+	}
+	l4 := mustAcquire(t, s, v(1, 1)) // old request, admitted under 2 now that 1 is active
+	l3.Release()
+	l4.Release()
+}
+
 // TestInvalidRequests protects callers from silent misuse.
 func TestInvalidRequests(t *testing.T) {
 	s := New(Config{})

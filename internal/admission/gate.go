@@ -32,6 +32,7 @@ type gate struct {
 	// the one enforced here: want, or this replica's share of it while the
 	// shared store is unreachable.
 	want    int
+	version uint64 // of the newest dimension seen (Dimension.Version)
 	limit   int
 	active  int
 	pending int
@@ -131,7 +132,7 @@ func (s *Scheduler) resolve(d Dimension) *gate {
 	g := s.gates[k]
 	if g == nil {
 		s.serial++
-		g = &gate{key: k, label: d.Label, want: d.Limit, limit: s.localLimit(d.Limit), serial: s.serial}
+		g = &gate{key: k, label: d.Label, want: d.Limit, version: d.Version, limit: s.localLimit(d.Limit), serial: s.serial}
 		s.gates[k] = g
 		return g
 	}
@@ -139,6 +140,10 @@ func (s *Scheduler) resolve(d Dimension) *gate {
 		s.unlinkIdle(g)
 		g.label = d.Label
 	}
+	if d.Version < g.version {
+		return g // planned from routes older than the gate's limit
+	}
+	g.version = d.Version
 	if g.want != d.Limit {
 		s.resize(g, d.Limit)
 		s.resized = true

@@ -52,9 +52,13 @@ type Dimension struct {
 	Gate  string // e.g. TargetGate; later "gateway_client"
 	ID    string // identity of the gate instance, e.g. the target digest (never a secret)
 	Label string // provider name, shown in snapshots
-	// Limit is the number of slots; the value seen when the gate is created
-	// (or revived from idle) wins while anything holds or waits on it.
+	// Limit is the number of slots. A limit that differs from the gate's
+	// resizes it in place, unless Version is older than the gate's.
 	Limit int
+	// Version orders limits that change over time (a routes reload): a
+	// dimension older than the newest one the gate has seen never changes
+	// its limit. Zero for callers that do not reload.
+	Version uint64
 }
 
 // Request describes one attempt.

@@ -360,10 +360,13 @@ func (w *walk) starting(i int) {
 func (w *walk) admission(i int, dims *[2]admission.Dimension) admission.Request {
 	c := &w.req.Candidates[i]
 	prov := c.Target.Provider
-	dims[0] = admission.Dimension{Gate: admission.TargetGate, ID: c.Target.ID, Label: prov.Name, Limit: prov.MaxConcurrency}
+	dims[0] = admission.Dimension{Gate: admission.TargetGate, ID: c.Target.ID, Label: prov.Name,
+		Limit: prov.MaxConcurrency, Version: prov.Generation}
 	n := 1
 	if w.req.ClientConcurrency > 0 {
-		dims[1] = admission.Dimension{Gate: admission.ClientGate, ID: w.req.Client, Label: w.req.Client, Limit: w.req.ClientConcurrency}
+		// The client's limit came from the same routes file as the plan.
+		dims[1] = admission.Dimension{Gate: admission.ClientGate, ID: w.req.Client, Label: w.req.Client,
+			Limit: w.req.ClientConcurrency, Version: prov.Generation}
 		n = 2
 	}
 	return admission.Request{Priority: w.req.Priority, Budget: prov.QueueBudget, Dimensions: dims[:n]}

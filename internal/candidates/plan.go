@@ -51,7 +51,16 @@ type Provider struct {
 	// before a routes reload finishes its plan, failover included, even on
 	// a provider the reload removed. Nil: Runner.Upstreams by name.
 	Sender Sender
+	// Generation orders the planners of one process: each NewPlanner gets
+	// a larger one. Admission lets a gate's limit be changed only by a
+	// request planned from the newest routes it has seen, so a request
+	// planned before a reload that fails over after it cannot set an old
+	// max_concurrency back.
+	Generation uint64
 }
+
+// generations numbers planners (Provider.Generation).
+var generations atomic.Uint64
 
 // Target is one (provider, origin, key) tuple; it owns one target gate.
 type Target struct {
@@ -131,12 +140,14 @@ func NewPlanner(r *Routes, opts PlannerOptions) (*Planner, error) {
 	if opts.Seed != nil {
 		p.rnd = rand.New(rand.NewPCG(*opts.Seed, *opts.Seed^0x9e3779b97f4a7c15))
 	}
+	gen := generations.Add(1)
 	for i := range r.Providers {
 		pc := &r.Providers[i]
 		prov, err := resolveProvider(pc, opts)
 		if err != nil {
 			return nil, err
 		}
+		prov.Generation = gen
 		p.providers = append(p.providers, prov)
 		p.byName[prov.Name] = prov
 	}
