@@ -83,6 +83,7 @@ type settings struct {
 	tail         tailSpec
 	translate    translateSpec
 	ledger       ledgerSpec
+	replicas     replicasSpec
 	budget       time.Duration // the whole run, a safety net over the sizes above
 	pprofDir     string
 	recordsOff   bool            // diagnostic: the gateway without Postgres records
@@ -90,7 +91,7 @@ type settings struct {
 }
 
 // phases BENCH_ONLY can name.
-var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail", "translate", "ledger"}
+var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail", "translate", "ledger", "replicas"}
 
 // runs reports whether phase is part of this run.
 func (s settings) runs(phase string) bool { return len(s.only) == 0 || s.only[phase] }
@@ -105,6 +106,7 @@ func loadSettings() settings {
 		tail:      tailSpec{rate: 200, duration: 6 * time.Second, rounds: 3, warmup: 1500 * time.Millisecond},
 		translate: translateSpec{rate: 200, duration: 3 * time.Second, rounds: 3},
 		ledger:    ledgerSpec{rows: 1_000_000, samples: 300, warmup: 20},
+		replicas:  replicasSpec{attempts: 20000, conns: 48, duration: 3 * time.Second, rounds: 3, redisAddr: "127.0.0.1:6379"},
 		budget:    480 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
 		recordsOff: os.Getenv("BENCH_RECORDS") == "off",
 	}
@@ -121,6 +123,7 @@ func loadSettings() settings {
 		s.tail.duration, s.tail.rounds = 4*time.Second, 1
 		s.translate.duration, s.translate.rounds = 1500*time.Millisecond, 1
 		s.ledger.rows, s.ledger.samples, s.ledger.warmup = 200_000, 100, 10
+		s.replicas.attempts, s.replicas.duration, s.replicas.rounds = 4000, 1500*time.Millisecond, 1
 		s.budget = 100 * time.Second
 	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {

@@ -202,6 +202,9 @@ func (b *bencher) runAll(ctx context.Context, rep *report) error {
 	if s.runs("ledger") {
 		b.ledger(ctx, rep)
 	}
+	if s.runs("replicas") {
+		b.replicas(ctx, rep)
+	}
 
 	if s.pprofDir != "" && (s.runs("open") || s.runs("stream")) {
 		if err := b.profile(ctx, nonStream, stream); err != nil {

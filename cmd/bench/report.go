@@ -134,6 +134,7 @@ type report struct {
 	hanging   *hangingResult // nil when the phase did not run
 	tail      *tailResult    // nil when the phase did not run
 	translate *translateResult
+	replicas  *replicasResult // nil when the phase did not run
 	notes     []string
 }
 
@@ -387,6 +388,9 @@ func (r *report) write(w io.Writer) {
 	if r.tail != nil {
 		r.tail.write(w)
 	}
+	if r.replicas != nil {
+		r.replicas.write(w)
+	}
 	if r.translate != nil {
 		r.translate.write(w)
 	}
@@ -457,6 +461,11 @@ func (r *report) errorKinds() []string {
 	if r.tail != nil {
 		for k, v := range r.tail.errs() {
 			out = append(out, fmt.Sprintf("tail rescue, gateway, %s: %d", k, v))
+		}
+	}
+	if r.replicas != nil {
+		for k, v := range r.replicas.errs() {
+			out = append(out, fmt.Sprintf("gateway replicas, %s: %d", k, v))
 		}
 	}
 	if r.translate != nil {

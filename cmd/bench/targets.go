@@ -63,6 +63,9 @@ func (r *report) writeTargets(w io.Writer) {
 	if r.tail != nil {
 		r.tail.writeTargets(tb, verdict)
 	}
+	if r.replicas != nil {
+		r.replicas.writeTargets(tb, verdict)
+	}
 	if r.translate != nil {
 		r.translate.writeTargets(tb, verdict)
 	}
@@ -75,6 +78,9 @@ func (r *report) writeTargets(w io.Writer) {
 	}
 	if r.tail != nil {
 		gwErrs += sumErrs(r.tail.errs())
+	}
+	if r.replicas != nil {
+		gwErrs += sumErrs(r.replicas.errs())
 	}
 	if r.translate != nil {
 		gwErrs += sumErrs(r.translate.errs())
