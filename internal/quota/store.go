@@ -215,16 +215,6 @@ func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(ctx, s.opTO)
 }
 
-// failed handles an error of a call: the caller's own cancellation is not
-// an outage; anything else turns the replica degraded.
-func (s *Store) failed(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return fmt.Errorf("shared quota: %w", ctx.Err())
-	}
-	s.enterDegraded(err)
-	return fmt.Errorf("shared quota: %w", err)
-}
-
 func (s *Store) enterDegraded(err error) {
 	if s.degraded.Swap(true) {
 		return
