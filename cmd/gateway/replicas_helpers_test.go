@@ -302,9 +302,46 @@ func (m *peakMock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	defer m.cur.Add(-1)
+	// A request stops counting when its answer starts, not when the
+	// handler returns: the gateway may read a whole non-stream answer, free
+	// the slot and send the next request before this handler has returned,
+	// which would count one request twice. The tests that measure peaks
+	// send non-stream requests, whose answers are written at once.
+	ew := &endWriter{ResponseWriter: w, end: sync.OnceFunc(func() { m.cur.Add(-1) })}
+	defer ew.end()
 	m.served.Add(1)
-	m.Server.ServeHTTP(w, r)
+	m.Server.ServeHTTP(ew, r)
+}
+
+// endWriter calls end when the response starts.
+type endWriter struct {
+	http.ResponseWriter
+	end func()
+}
+
+func (w *endWriter) WriteHeader(code int) {
+	w.end()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *endWriter) Write(b []byte) (int, error) {
+	w.end()
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush and Unwrap keep streaming and http.ResponseController working.
+func (w *endWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *endWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// resetPeak starts a new measurement from what is in flight now.
+func (m *peakMock) resetPeak() {
+	m.peak.Store(m.cur.Load())
+	m.peakAt.Store(time.Now().UnixNano())
 }
 
 // freePort returns a loopback port nothing listens on now.

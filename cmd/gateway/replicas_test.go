@@ -263,7 +263,10 @@ func TestLongRequestKeepsItsSlot(t *testing.T) {
 // it through Redis within a second and sends nothing more to it.
 func TestSharedHealth(t *testing.T) {
 	t.Parallel()
-	_, url := redisDB(t, 11)
+	// A Redis of its own: pub/sub channels span every database of a
+	// server, and the test counts the subscribers of the cooldown channel.
+	red := startPrivateRedis(t)
+	rdb, url := redisAt(t, red.url()), red.url()
 	bad := newPeakMock(t, mockupstream.Behavior{Identity: "bad", Status: http.StatusInternalServerError})
 	good := newPeakMock(t, mockupstream.Behavior{Identity: "good"})
 	routes := `
@@ -276,6 +279,15 @@ models:
 `
 	rs := startReplicas(t, 2, writeReplicaRoutes(t, routes), url)
 	a, b := rs[0], rs[1]
+	// Cooldown messages are not replayed: a replica learns only those sent
+	// once it listens, which may be a moment after it serves.
+	var subs map[string]int64
+	if !waitUntil(2*time.Second, func() bool {
+		subs, _ = rdb.PubSubNumSub(context.Background(), "llmgw:{q}:health").Result()
+		return subs["llmgw:{q}:health"] == 2
+	}) {
+		t.Fatalf("subscribers of the cooldown channel: %v, want both replicas", subs)
+	}
 
 	resp, body, err := replicaChat(context.Background(), a, "", "m")
 	if err != nil || resp.StatusCode != http.StatusOK {
