@@ -282,9 +282,11 @@ models:
 	// Cooldown messages are not replayed: a replica learns only those sent
 	// once it listens, which may be a moment after it serves.
 	var subs map[string]int64
+	// Channels carry the database number (pub/sub ignores databases).
+	healthChannel := fmt.Sprintf("llmgw:{q}:db%d:health", rdb.Options().DB)
 	if !waitUntil(2*time.Second, func() bool {
-		subs, _ = rdb.PubSubNumSub(context.Background(), "llmgw:{q}:health").Result()
-		return subs["llmgw:{q}:health"] == 2
+		subs, _ = rdb.PubSubNumSub(context.Background(), healthChannel).Result()
+		return subs[healthChannel] == 2
 	}) {
 		t.Fatalf("subscribers of the cooldown channel: %v, want both replicas", subs)
 	}

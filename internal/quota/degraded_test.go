@@ -105,7 +105,12 @@ func TestOutageAndRecovery(t *testing.T) {
 	}
 	during, _, _ := a.Take(ctx, slots(4, "t"))
 	rs.start() // empty: it kept nothing
-	waitFor(t, "recovery", func() bool { return !a.Degraded() && share.Load() == 0 })
+	waitFor(t, "redis answering", func() bool { return !a.Degraded() })
+	// Back, but the replica keeps its share until the others re-registered.
+	if share.Load() == 0 {
+		t.Fatal("whole limits at once after recovery; the share must hold while others re-register")
+	}
+	waitFor(t, "recovery", func() bool { return share.Load() == 0 })
 	got := slotCounts(t, rs.url(), ns)
 	if n := got[ns+":{q}:slots:"+admission.TargetGate+":t"]; n != 3 {
 		t.Fatalf("after recovery redis holds %d slots, want the 3 a holds (once each): %v", n, got)

@@ -211,7 +211,7 @@ func (s *Store) renewLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		s.renew(ctx)
-		if s.degraded.Load() {
+		if s.degraded.Load() || !s.settleAt.IsZero() {
 			t.Reset(min(every, probeEvery))
 		} else {
 			t.Reset(every)
@@ -241,13 +241,22 @@ func (s *Store) renew(ctx context.Context) {
 		}
 		s.replicas.Store(int64(max(n, 1)))
 		s.flushReleases(ctx)
-		s.log.Info("redis answers again: shared limits resumed", "replicas", n)
-		if s.hooks.Share != nil {
-			s.hooks.Share(0)
-		}
+		// The other replicas may still be degraded, holding slots Redis
+		// has not seen (it may have restarted empty); they register them
+		// within a probe interval. Keep this replica's share until then,
+		// so the fleet never runs more than the limit during recovery.
+		s.settleAt = time.Now().Add(2*probeEvery + s.opTO)
+		s.log.Info("redis answers again: shared limits resume after the other replicas re-register", "replicas", n)
 		return
 	}
 	s.replicas.Store(int64(max(n, 1)))
+	if !s.settleAt.IsZero() && !time.Now().Before(s.settleAt) {
+		s.settleAt = time.Time{}
+		s.log.Info("shared limits resumed", "replicas", n)
+		if s.hooks.Share != nil {
+			s.hooks.Share(0)
+		}
+	}
 }
 
 func (s *Store) renewOnce(ctx context.Context) (int, error) {
@@ -274,8 +283,22 @@ func (s *Store) renewOnce(ctx context.Context) (int, error) {
 // listen delivers pub/sub messages: freed slots wake local waiters, and
 // other replicas' cooldowns reach health. go-redis resubscribes after a
 // reconnect; a message lost meanwhile is covered by admission's retry.
-func (s *Store) listen(ctx context.Context) {
+// subscribe subscribes to the store's channels and waits, within a bound,
+// for Redis to confirm, so that a replica that starts serving already hears
+// the other replicas' cooldowns and wake-ups.
+func (s *Store) subscribe(ctx context.Context) *redis.PubSub {
 	ps := s.rdb.Subscribe(ctx, s.n.freed, s.n.health)
+	wctx, cancel := context.WithTimeout(ctx, 4*s.opTO)
+	defer cancel()
+	for range 2 {
+		if _, err := ps.Receive(wctx); err != nil {
+			break // degraded or slow: go-redis keeps trying in the background
+		}
+	}
+	return ps
+}
+
+func (s *Store) listen(ctx context.Context, ps *redis.PubSub) {
 	defer ps.Close()
 	ch := ps.Channel(redis.WithChannelHealthCheckInterval(5 * time.Second))
 	for {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,9 +24,13 @@ type names struct {
 	prefix, slots, replicas, freed, health string
 }
 
-func newNames(ns string) names {
+// newNames names keys and channels. Keys are per database; pub/sub is not,
+// so channels carry the database number: fleets on two databases of one
+// Redis never hear each other's wake-ups or cooldowns.
+func newNames(ns string, db int) names {
 	p := ns + ":{q}:"
-	return names{prefix: p, slots: p + "slots:", replicas: p + "replicas", freed: p + "freed", health: p + "health"}
+	ch := p + "db" + strconv.Itoa(db) + ":"
+	return names{prefix: p, slots: p + "slots:", replicas: p + "replicas", freed: ch + "freed", health: ch + "health"}
 }
 
 const (
@@ -85,6 +90,10 @@ type Store struct {
 	releases []held          // slots given back, not yet removed in Redis
 	flushing int             // release calls on the wire
 
+	// settleAt, when set, is when this replica, back from degraded mode,
+	// returns to the whole limits. Only the renewal goroutine uses it.
+	settleAt time.Time
+
 	kick    chan struct{} // wakes the releaser
 	cooling chan string   // cooldown messages to publish
 	stop    context.CancelFunc
@@ -128,7 +137,7 @@ func New(opts Options) (*Store, error) {
 	_, _ = rand.Read(nonce[:])
 	s := &Store{
 		rdb:     redis.NewClient(ropts),
-		n:       newNames(opts.Namespace),
+		n:       newNames(opts.Namespace, ropts.DB),
 		replica: opts.Replica,
 		nonce:   hex.EncodeToString(nonce[:]),
 		ttl:     opts.TTL,
@@ -151,9 +160,10 @@ func (s *Store) Start(hooks Hooks) {
 	// Learn at once whether Redis answers, so that a replica started during
 	// an outage is degraded from its first request.
 	s.renew(ctx)
+	ps := s.subscribe(ctx)
 	s.wg.Go(func() { s.renewLoop(ctx) })
 	s.wg.Go(func() { s.releaseLoop(ctx) })
-	s.wg.Go(func() { s.listen(ctx) })
+	s.wg.Go(func() { s.listen(ctx, ps) })
 	s.wg.Go(func() { s.publishLoop(ctx) })
 }
 
