@@ -26,8 +26,9 @@
 //	llmgw:{q}:rpm:<client>       requests counted in the client's current minute (expires with it)
 //	llmgw:{q}:tpm:<client>       tokens counted in the client's current token minute
 //
-// Channels: "llmgw:{q}:freed" carries the key of a slot set that just lost a
-// member; "llmgw:{q}:health" carries target cooldowns.
+// Channels: "llmgw:{q}:db<N>:freed" carries the key of a full slot set that
+// just lost a member; "llmgw:{q}:db<N>:health" carries target cooldowns. N is
+// the database number: pub/sub ignores databases, keys do not.
 //
 // Time in scripts is Redis's own clock (TIME), so replicas whose clocks
 // disagree still agree on expiry.
