@@ -38,13 +38,12 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// r.Context() descends from BaseContext, so HardStop reaches it with the
 	// shutdown cause without a per-request context layer.
 	a, out := h.s.opts.Runner.Run(r.Context(), req)
+	tc := h.s.newTokenCount(r.Context(), req.Client)
 	if a != nil {
-		out = h.s.relay(w, a)
+		out = h.s.relay(w, a, tc)
 	}
 	abort := h.s.finish(w, r, req, out)
-	if out.HasUsage && req.Client != "" {
-		h.s.countTokens(r.Context(), req.Client, h.s.routing.Load().Clients.limitsOf(req.Client), int(out.Usage.TotalTokens))
-	}
+	tc.finish(out)
 	h.s.access.request(req, out)
 	if abort {
 		// The response started and then broke: make sure the client

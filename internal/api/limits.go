@@ -1,11 +1,14 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/quota"
 )
 
@@ -75,4 +78,84 @@ func setRateHeaders(h http.Header, l quota.Limits, st quota.RateState) {
 // resetString spells a reset the way OpenAI does: "1s", "6m0s", "59.5s".
 func resetString(d time.Duration) string {
 	return d.Round(time.Millisecond).String()
+}
+
+// tokenCount counts a response's tokens for a client with a token rate
+// before the client can see the response end, so that its next request,
+// on any replica, already sees them. Nil for every other request.
+type tokenCount struct {
+	s      *Server
+	ctx    context.Context
+	client string
+	lim    clientLimits
+	done   bool
+}
+
+// newTokenCount returns nil unless the request's client has a token rate.
+func (s *Server) newTokenCount(ctx context.Context, client string) *tokenCount {
+	if client == "" || s.opts.Rates == nil {
+		return nil
+	}
+	lim := s.routing.Load().Clients.limitsOf(client)
+	if lim.rates.TokensPerMinute <= 0 {
+		return nil
+	}
+	return &tokenCount{s: s, ctx: ctx, client: client, lim: lim}
+}
+
+// beforeEnd counts the tokens when b ends the stream (its last event, or
+// the held events that include it): the usage event came before it.
+func (tc *tokenCount) beforeEnd(a *candidates.Attempt, b []byte) {
+	if tc == nil || tc.done || !endsStream(b) {
+		return
+	}
+	tc.count(a)
+}
+
+func (tc *tokenCount) count(a *candidates.Attempt) {
+	tc.done = true
+	if u, ok := a.UsageSoFar(); ok {
+		tc.s.countTokens(tc.ctx, tc.client, tc.lim, int(u.TotalTokens))
+	}
+}
+
+// finish counts the tokens of an answer whose end had no marker (a stream
+// that ended without one): the best that can be done after the fact.
+func (tc *tokenCount) finish(out *candidates.Outcome) {
+	if tc != nil && !tc.done && out.HasUsage {
+		tc.done = true
+		tc.s.countTokens(tc.ctx, tc.client, tc.lim, int(out.Usage.TotalTokens))
+	}
+}
+
+// endsStream reports whether b holds the event that ends a stream in any of
+// the client formats: chat's [DONE], Anthropic's message_stop, Responses'
+// response.completed.
+func endsStream(b []byte) bool {
+	return bytes.Contains(b, []byte("data: [DONE]")) || bytes.Contains(b, []byte("event: message_stop")) ||
+		bytes.Contains(b, []byte("event: response.completed"))
+}
+
+// sendCounted relays a whole body for a client with a token rate: it is
+// read to its end first, its usage counted, then written, so the client
+// cannot see the end of the answer before its tokens are counted.
+func (s *Server) sendCounted(w http.ResponseWriter, rc *http.ResponseController, a *candidates.Attempt, tc *tokenCount) error {
+	body := append([]byte(nil), a.First()...)
+	var err error
+	for {
+		var b []byte
+		if b, err = a.Next(); err != nil {
+			break
+		}
+		body = append(body, b...)
+	}
+	if err != io.EOF {
+		return err
+	}
+	tc.count(a)
+	if werr := s.send(w, rc, nil, body, false); werr != nil {
+		return werr
+	}
+	a.Sent()
+	return io.EOF
 }

@@ -16,7 +16,7 @@ import (
 // so it stays small by design. Each event of a stream is flushed at once;
 // each write is bounded by the stream write timeout so a client that stops
 // reading cannot pin the attempt's slots.
-func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt) (out *candidates.Outcome) {
+func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCount) (out *candidates.Outcome) {
 	defer func() {
 		if v := recover(); v != nil {
 			a.Abort()
@@ -31,6 +31,10 @@ func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt) (out *candi
 	if stream {
 		dl = writeDeadline{rc: rc, d: s.opts.StreamWriteTimeout}
 	}
+	if tc != nil && !stream {
+		return a.Finish(s.sendCounted(w, rc, a, tc))
+	}
+	tc.beforeEnd(a, a.First())
 	err := s.send(w, rc, &dl, a.First(), stream)
 	if err == nil {
 		a.Sent()
@@ -42,6 +46,7 @@ func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt) (out *candi
 			if b, err = a.Next(); err != nil {
 				break
 			}
+			tc.beforeEnd(a, b)
 			if err = s.send(w, rc, &dl, b, stream); err != nil {
 				break
 			}

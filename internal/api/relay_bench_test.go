@@ -113,7 +113,7 @@ models:
 	if a == nil {
 		b.Fatalf("nothing committed: %+v", out)
 	}
-	out = s.relay(w, a)
+	out = s.relay(w, a, nil)
 	b.StopTimer()
 	if out.Status != report.RequestSuccess {
 		b.Fatalf("outcome %+v", out)

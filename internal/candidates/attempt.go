@@ -440,6 +440,20 @@ func (a *Attempt) readError(err error) error {
 	return err
 }
 
+// UsageSoFar is the usage read so far: a stream's once its usage event
+// went by, a body's once it was read whole. The caller may count it before
+// the client sees the end of the answer (a client's token rate).
+func (a *Attempt) UsageSoFar() (upstream.Usage, bool) {
+	switch {
+	case a.rd == nil:
+		return upstream.Usage{}, false
+	case a.events != nil || a.clen >= 0:
+		return a.rd.Usage()
+	default:
+		return a.rd.TailUsage(a.tail)
+	}
+}
+
 // Finish ends the committed attempt with how its relay ended: nil or io.EOF
 // for a complete answer, else the error (a *ClientWriteError when the client
 // could not be written to). It releases the attempt's slots, settles the
