@@ -16,6 +16,7 @@ type Lease struct {
 	grantedAt time.Time
 	heldNanos atomic.Int64 // how long the global slot was held, set on its release
 	shared    SharedHandle // the slots taken in the shared store; 0 when none
+	place     waitPlace    // a fast-path grant's place in the queue, should the store refuse it
 
 	// Guarded by s.mu.
 	holdsGlobal bool

@@ -190,6 +190,8 @@ func (s *Scheduler) acquireShared(ctx context.Context, req Request) (*Lease, err
 		if w != nil {
 			place = waitPlace{seq: w.seq, enq: w.enq}
 			l, err = s.wait(ctx, w)
+		} else if l != nil {
+			place = l.place // a fast-path grant's place, taken when it was granted
 		}
 		if err != nil {
 			return nil, err
@@ -198,6 +200,11 @@ func (s *Scheduler) acquireShared(ctx context.Context, req Request) (*Lease, err
 			return l, nil
 		}
 		if l, w, err = s.confirm(ctx, req, l, start, place); w == nil {
+			if err == nil && ctx.Err() != nil {
+				// Confirmed as the caller gave up: give it back, as wait does.
+				s.reclaim(l)
+				return nil, fmt.Errorf("gateway admission shared slots: %w", ctx.Err())
+			}
 			return l, err
 		}
 	}
@@ -238,7 +245,14 @@ func (s *Scheduler) try(ctx context.Context, req Request) (*Lease, *waiter, erro
 	// has room, every queued attempt is blocked by one of its dimensions
 	// (dispatch's invariant), so this attempt passes no one who could run.
 	if s.room(gs[:n]) {
-		return s.activate(gs[:n], now, 0), nil, nil
+		l := s.activate(gs[:n], now, 0)
+		if s.shared != nil && n > 0 {
+			// The store may refuse this grant: it then goes back to the
+			// queue at the place it had when it arrived, ahead of anything
+			// that queued during the round trip.
+			l.place = s.nextPlace(now)
+		}
+		return l, nil, nil
 	}
 	if req.Budget <= 0 {
 		blamed := s.blockingGate(gs[:n])
@@ -301,6 +315,19 @@ func (s *Scheduler) enqueue(req Request, gs *[MaxDimensions]*gate, now time.Time
 	return s.requeue(req, gs, waitPlace{}, req.Budget, now)
 }
 
+// nextPlace takes the next place at the back of the queue. Enqueue times
+// must not go backwards in sequence order, or the head of a FIFO would no
+// longer be its oldest attempt and aging order would break; a clock without
+// a monotonic reading could otherwise do that.
+func (s *Scheduler) nextPlace(now time.Time) waitPlace {
+	if now.Before(s.lastEnq) {
+		now = s.lastEnq
+	}
+	s.lastEnq = now
+	s.seq++
+	return waitPlace{seq: s.seq, enq: now}
+}
+
 // waitPlace is an attempt's place in the queue: its sequence number and
 // enqueue time. The zero value asks for a new place at the back.
 type waitPlace struct {
@@ -312,16 +339,7 @@ type waitPlace struct {
 // most left.
 func (s *Scheduler) requeue(req Request, gs *[MaxDimensions]*gate, place waitPlace, left time.Duration, now time.Time) *waiter {
 	if place.seq == 0 {
-		// Enqueue times must not go backwards in sequence order, or the
-		// head of a FIFO would no longer be its oldest attempt and aging
-		// order would break; a clock without a monotonic reading could
-		// otherwise do that.
-		if now.Before(s.lastEnq) {
-			now = s.lastEnq
-		}
-		s.lastEnq = now
-		s.seq++
-		place = waitPlace{seq: s.seq, enq: now}
+		place = s.nextPlace(now)
 	}
 	n := len(req.Dimensions)
 	w := &waiter{

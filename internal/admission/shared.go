@@ -69,6 +69,10 @@ func (s *Scheduler) SetShare(replicas int) {
 		s.sync(g)
 	}
 	s.dispatch(s.clock.Now())
+	// A gate kept off the idle list while it was refused may be idle now.
+	for _, g := range s.gates {
+		s.settle(g)
+	}
 }
 
 // WakeShared reopens the gate that the shared store had refused, because a

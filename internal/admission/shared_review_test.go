@@ -24,6 +24,40 @@ func (b *blockingStore) Take(ctx context.Context, slots []SharedSlot) (SharedHan
 	return b.fakeStore.Take(ctx, slots)
 }
 
+// TestReviewFastPathRefusalKeepsArrivalOrder: an attempt granted on the
+// fast path whose confirmation the store refuses must not fall behind an
+// attempt that arrived after it (and queued only because the first one held
+// the local slot during the round trip).
+func TestReviewFastPathRefusalKeepsArrivalOrder(t *testing.T) {
+	clk := newFakeClock()
+	st := &blockingStore{fakeStore: newFakeStore(), entered: make(chan struct{}, 16), hold: make(chan struct{})}
+	s := New(Config{GlobalLimit: 10, Clock: clk, Shared: st, SharedRetry: time.Hour})
+	st.setRoom("a", 0) // another replica holds the only slot
+	out := make(chan result, 2)
+	ctx := context.Background()
+	acquireAsync(ctx, s, "first", req(Foreground, time.Minute, target("a", 1)), out)
+	<-st.entered // first holds the local slot while Redis answers
+	enqueue(t, ctx, s, "second", req(Foreground, time.Minute, target("a", 1)), out)
+	close(st.hold)       // Redis answers: every slot is held elsewhere
+	waitPending(t, s, 2) // first was refused and queued again
+	st.setRoom("a", 1)
+	s.WakeShared(TargetGate, "a")
+	got := recv(t, out)
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.name != "first" {
+		t.Errorf("after the wake %q ran first; want %q, which arrived first", got.name, "first")
+	}
+	got.lease.Release()
+	s.WakeShared(TargetGate, "a")
+	last := recv(t, out)
+	if last.err == nil {
+		last.lease.Release()
+	}
+	checkRest(t, s)
+}
+
 // TestReviewSharedStorm: attempts on many targets and a few clients meet a
 // store that refuses, answers again, goes away (SetShare) and wakes gates,
 // while callers cancel. At rest nothing is held locally or in the store,
@@ -97,6 +131,60 @@ func TestReviewSharedStorm(t *testing.T) {
 	}
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReviewGatesRefusedThenDegradedAreForgotten: gates the store refused
+// and that nothing holds or waits on any more must end up on the idle list
+// (at most idleGatesKept kept), whether the retry timer reopens them or the
+// store going away (SetShare) does.
+func TestReviewGatesRefusedThenDegradedAreForgotten(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reopen func(s *Scheduler, clk *fakeClock)
+	}{
+		{"retry timer", func(_ *Scheduler, clk *fakeClock) { clk.Advance(time.Hour) }},
+		{"store goes away", func(s *Scheduler, _ *fakeClock) { s.SetShare(2) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			st := newFakeStore() // no room anywhere: every gate is held elsewhere
+			s := New(Config{GlobalLimit: 10, Clock: clk, Shared: st, SharedRetry: time.Hour})
+			const gates = idleGatesKept + 16
+			for i := range gates {
+				_, err := s.Acquire(context.Background(), req(Foreground, 0, target(fmt.Sprint("g", i), 4)))
+				var te *TimeoutError
+				if !errors.As(err, &te) {
+					t.Fatalf("gate %d: %v, want a TimeoutError (refused, no budget)", i, err)
+				}
+			}
+			tc.reopen(s, clk)
+			if n := len(s.Stats().Targets); n > idleGatesKept {
+				t.Fatalf("%d gates kept with nothing held or queued, want at most %d", n, idleGatesKept)
+			}
+			checkRest(t, s)
+		})
+	}
+}
+
+// sharedChecker is checker, except that a gate at rest but not idle is
+// allowed: a refused gate stays off the idle list while its retry is due
+// (by design), and SetShare leaves such gates behind (the bug
+// TestReviewGatesRefusedThenDegradedAreForgotten shows).
+func sharedChecker(t *testing.T, s *Scheduler, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			if err := s.check(); err != nil && !strings.Contains(err.Error(), "idle false with active 0 pending 0") {
+				t.Errorf("invariant: %v", err)
+				return
+			}
+		}
 	}
 }
 
@@ -178,26 +266,5 @@ func TestReviewConfirmationInFlight(t *testing.T) {
 				t.Fatalf("store holds %d grants", n)
 			}
 		})
-	}
-}
-
-// sharedChecker is checker, except that a gate at rest but not idle is
-// allowed: a refused gate stays off the idle list while its retry is due
-// (by design), and SetShare leaves such gates behind (the bug
-// TestReviewGatesRefusedThenDegradedAreForgotten shows).
-func sharedChecker(t *testing.T, s *Scheduler, stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-tick.C:
-			if err := s.check(); err != nil && !strings.Contains(err.Error(), "idle false with active 0 pending 0") {
-				t.Errorf("invariant: %v", err)
-				return
-			}
-		}
 	}
 }

@@ -113,8 +113,8 @@ func (tc *tokenCount) beforeEnd(a *candidates.Attempt, b []byte) {
 }
 
 func (tc *tokenCount) count(a *candidates.Attempt) {
-	tc.done = true
 	if u, ok := a.UsageSoFar(); ok {
+		tc.done = true
 		tc.s.countTokens(tc.ctx, tc.client, tc.lim, int(u.TotalTokens))
 	}
 }
@@ -130,11 +130,21 @@ func (tc *tokenCount) finish(out *candidates.Outcome) {
 
 // endsStream reports whether b holds the event that ends a stream in any of
 // the client formats: chat's [DONE], Anthropic's message_stop, Responses'
-// response.completed.
+// response.completed. Only a line that starts with the marker counts: a
+// model's text that quotes one is inside a JSON string, where a newline
+// is always escaped, so it can never start a line.
 func endsStream(b []byte) bool {
-	return bytes.Contains(b, []byte("data: [DONE]")) || bytes.Contains(b, []byte("event: message_stop")) ||
-		bytes.Contains(b, []byte("event: response.completed"))
+	for _, m := range streamEnds {
+		if bytes.HasPrefix(b, m[1:]) || bytes.Contains(b, m) {
+			return true
+		}
+	}
+	return false
 }
+
+// streamEnds are the end markers, each with the newline that precedes it
+// when it is not the first line of b.
+var streamEnds = [][]byte{[]byte("\ndata: [DONE]"), []byte("\nevent: message_stop"), []byte("\nevent: response.completed")}
 
 // sendCounted relays a whole body for a client with a token rate: it is
 // read to its end first, its usage counted, then written, so the client

@@ -123,6 +123,9 @@ func (s *Store) Give(h admission.SharedHandle) {
 	hd, ok := s.held[uint64(h)]
 	if ok {
 		delete(s.held, uint64(h))
+		if s.renewing {
+			s.renewedGone[uint64(h)] = hd
+		}
 	}
 	s.mu.Unlock()
 	if ok {
@@ -252,10 +255,14 @@ func (s *Store) renew(ctx context.Context) {
 	s.replicas.Store(int64(max(n, 1)))
 	if !s.settleAt.IsZero() && !time.Now().Before(s.settleAt) {
 		s.settleAt = time.Time{}
-		s.log.Info("shared limits resumed", "replicas", n)
-		if s.hooks.Share != nil {
-			s.hooks.Share(0)
+		s.shareMu.Lock()
+		if !s.degraded.Load() { // not gone again meanwhile
+			s.log.Info("shared limits resumed", "replicas", n)
+			if s.hooks.Share != nil {
+				s.hooks.Share(0)
+			}
 		}
+		s.shareMu.Unlock()
 	}
 }
 
@@ -263,7 +270,10 @@ func (s *Store) renewOnce(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	keys := []string{s.n.replicas}
 	args := []any{s.replica, s.ttl.Milliseconds()}
-	for _, hd := range s.held {
+	listed := make([]uint64, 0, len(s.held))
+	s.renewing = true
+	for h, hd := range s.held {
+		listed = append(listed, h)
 		for _, k := range hd.keys {
 			keys = append(keys, k)
 			args = append(args, hd.member)
@@ -274,6 +284,24 @@ func (s *Store) renewOnce(ctx context.Context) (int, error) {
 	octx, cancel := context.WithTimeout(ctx, 4*s.opTO)
 	defer cancel()
 	n, err := renewScript.Run(octx, s.rdb, keys, args...).Int()
+	// A slot given back while the renewal was on the wire may have been
+	// removed before the renewal re-added it: remove it again (ZREM is
+	// idempotent), or it would hold a slot nobody holds for a whole TTL.
+	s.mu.Lock()
+	var again []held
+	for _, h := range listed {
+		if _, still := s.held[h]; !still {
+			again = append(again, s.renewedGone[h])
+		}
+	}
+	clear(s.renewedGone)
+	s.renewing = false
+	s.mu.Unlock()
+	for _, hd := range again {
+		if hd.member != "" {
+			s.queueRelease(hd)
+		}
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -81,6 +81,7 @@ type Store struct {
 	hooks   Hooks
 
 	calls    callCounts
+	shareMu  sync.Mutex // orders the Share hook's calls with the state they report
 	degraded atomic.Bool
 	replicas atomic.Int64 // last seen alive, this one included; at least 1
 	handles  atomic.Uint64
@@ -89,6 +90,10 @@ type Store struct {
 	held     map[uint64]held // slots held by this replica, by handle
 	releases []held          // slots given back, not yet removed in Redis
 	flushing int             // release calls on the wire
+	// While a renewal is on the wire, slots given back are remembered so
+	// that the renewal, which may re-add them, removes them again.
+	renewing    bool
+	renewedGone map[uint64]held
 
 	// settleAt, when set, is when this replica, back from degraded mode,
 	// returns to the whole limits. Only the renewal goroutine uses it.
@@ -124,9 +129,14 @@ func New(opts Options) (*Store, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
 	}
+	// Every call carries its own deadline in its context: 250 ms on the
+	// request path, longer for renewals and release batches. Socket
+	// timeouts would cap them all at the shortest (go-redis takes the
+	// earlier of the two), so they are off (-1).
 	ropts.DialTimeout = opts.OpTimeout
-	ropts.ReadTimeout = opts.OpTimeout
-	ropts.WriteTimeout = opts.OpTimeout
+	ropts.ReadTimeout = -1
+	ropts.WriteTimeout = -1
+	ropts.PoolTimeout = opts.OpTimeout
 	ropts.ContextTimeoutEnabled = true
 	ropts.MaxRetries = -1 // one try: a retry belongs to the next renewal or the next grant
 	// One dial per call: five dials with backoff would hold a request for
@@ -136,16 +146,17 @@ func New(opts Options) (*Store, error) {
 	var nonce [4]byte
 	_, _ = rand.Read(nonce[:])
 	s := &Store{
-		rdb:     redis.NewClient(ropts),
-		n:       newNames(opts.Namespace, ropts.DB),
-		replica: opts.Replica,
-		nonce:   hex.EncodeToString(nonce[:]),
-		ttl:     opts.TTL,
-		opTO:    opts.OpTimeout,
-		log:     opts.Logger,
-		held:    map[uint64]held{},
-		kick:    make(chan struct{}, 1),
-		cooling: make(chan string, 64),
+		rdb:         redis.NewClient(ropts),
+		n:           newNames(opts.Namespace, ropts.DB),
+		replica:     opts.Replica,
+		nonce:       hex.EncodeToString(nonce[:]),
+		ttl:         opts.TTL,
+		opTO:        opts.OpTimeout,
+		log:         opts.Logger,
+		held:        map[uint64]held{},
+		renewedGone: map[uint64]held{},
+		kick:        make(chan struct{}, 1),
+		cooling:     make(chan string, 64),
 	}
 	s.replicas.Store(1)
 	return s, nil
@@ -226,6 +237,11 @@ func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelF
 }
 
 func (s *Store) enterDegraded(err error) {
+	// shareMu makes "the state changed" and "the scheduler was told" one
+	// step, so a Share(0) decided just before an outage cannot land after
+	// this Share(n) and leave the limits whole while Redis is away.
+	s.shareMu.Lock()
+	defer s.shareMu.Unlock()
 	if s.degraded.Swap(true) {
 		return
 	}
