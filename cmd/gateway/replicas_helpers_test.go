@@ -62,7 +62,7 @@ func redisAt(t *testing.T, url string) *redis.Client {
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
 		msg := fmt.Sprintf("no Redis at %s (%v): run scripts/redis-local.sh start, or apt-get install -y redis-server", opts.Addr, err)
-		if os.Getenv("CI") == "true" {
+		if os.Getenv("CI") != "" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
@@ -381,7 +381,7 @@ func newPrivateRedis(t *testing.T) *privateRedis {
 		bin = "/usr/bin/redis-server"
 		if _, err := os.Stat(bin); err != nil {
 			msg := "no redis-server binary: apt-get install -y redis-server"
-			if os.Getenv("CI") == "true" {
+			if os.Getenv("CI") != "" {
 				t.Fatal(msg)
 			}
 			t.Skip(msg)
