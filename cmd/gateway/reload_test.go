@@ -436,7 +436,9 @@ func TestReloadKeepsGates(t *testing.T) {
 	}) {
 		t.Fatalf("after raising max_concurrency to 2: %+v", snap.target(t, "one"))
 	}
-	if one.Stats().InFlight != 2 {
+	// The gate counts an attempt when it is admitted; the provider sees it
+	// a moment later, once the request reached it.
+	if !waitUntil(time.Second, func() bool { return one.Stats().InFlight == 2 }) {
 		t.Errorf("the provider has %d requests in flight, want 2", one.Stats().InFlight)
 	}
 	for range 3 {
