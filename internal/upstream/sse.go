@@ -178,12 +178,70 @@ var usageKey = []byte(`"usage"`)
 
 // EventUsage extracts usage from a chunk that carries it (OpenAI sends it in
 // the last chunk when stream_options.include_usage is set). The cheap
-// substring test keeps ordinary chunks from being decoded.
+// substring test keeps ordinary chunks from being decoded, and on the chunk
+// that has one only the usage object itself is: the chunk is walked key by
+// key at its top level, as encoding/json would pick its "usage" member, and
+// the object alone goes to encoding/json (decoding the whole last chunk was
+// about 1.5% of a stream's CPU). On valid JSON the result is encoding/json's;
+// a chunk that is not valid JSON past its usage object may still yield it.
 func EventUsage(ev []byte) (Usage, bool) {
 	if !hasUsageObject(ev) {
 		return Usage{}, false
 	}
-	return BodyUsage(eventData(ev))
+	val, ok := memberValue(eventData(ev), usageKey)
+	if !ok || len(val) == 0 || val[0] != '{' {
+		return Usage{}, false // absent, null or not an object
+	}
+	var u Usage
+	if json.Unmarshal(val, &u) != nil {
+		return Usage{}, false
+	}
+	return u, true
+}
+
+// memberValue returns the value of the last top-level member of the JSON
+// object in b whose key is exactly key (quotes included), as encoding/json
+// keeps the last of duplicate keys. false: b is not an object whose members
+// can be walked, or has no such key. Every step moves past at least one
+// byte, so any input ends the walk.
+func memberValue(b, key []byte) ([]byte, bool) {
+	i := jsontext.SkipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return nil, false
+	}
+	var val []byte
+	found := false
+	for i++; ; i++ { // i is past '{' or ','
+		i = jsontext.SkipSpace(b, i)
+		if i == len(b) || b[i] != '"' {
+			// '}' right after '{' is an empty object; anything else is
+			// not JSON.
+			return val, found && i < len(b) && b[i] == '}'
+		}
+		end := jsontext.SkipString(b, i)
+		k := b[i:end]
+		i = jsontext.SkipSpace(b, end)
+		if i == len(b) || b[i] != ':' {
+			return nil, false
+		}
+		i = jsontext.SkipSpace(b, i+1)
+		vend := jsontext.SkipValue(b, i)
+		if bytes.Equal(k, key) {
+			val, found = b[i:vend], true
+		}
+		i = jsontext.SkipSpace(b, vend)
+		if i == len(b) {
+			return nil, false
+		}
+		switch b[i] {
+		case ',':
+			continue
+		case '}':
+			return val, found
+		default:
+			return nil, false
+		}
+	}
 }
 
 // hasUsageObject reports whether b holds "usage" followed by an object.

@@ -87,6 +87,28 @@ func TestUsage(t *testing.T) {
 	if !hasUsageObject([]byte(`{"x":"usage","usage" : {"total_tokens":1}}`)) || hasUsageObject([]byte(`{"usage":null,"content":"usage"}`)) {
 		t.Fatal("hasUsageObject wrong")
 	}
+	for _, tc := range []struct {
+		data  string
+		total int64
+		ok    bool
+	}{
+		// Only a top-level member counts, the last of duplicates wins,
+		// as with encoding/json.
+		{`{"choices":[{"usage":{"total_tokens":5}}],"usage":null}`, 0, false},
+		{`{"meta":{"usage":{"total_tokens":5}},"usage":{"total_tokens":7}}`, 7, true},
+		{`{"usage":{"total_tokens":1},"usage":{"total_tokens":2}}`, 2, true},
+		{`{"usage":{"total_tokens":1},"usage":null}`, 0, false},
+		{`{"x":"\"usage\":{}","usage" : {"total_tokens":4} }`, 4, true},
+		{`{"usage":{"total_tokens":"4"}}`, 0, false},
+		{`{"usage":{"total_tokens":1.5}}`, 0, false},
+		{`{"usage":{"total_tokens":3}`, 0, false}, // cut
+		{`["usage",{"total_tokens":3}]`, 0, false},
+	} {
+		u, ok := EventUsage([]byte("data: " + tc.data + "\n\n"))
+		if ok != tc.ok || u.TotalTokens != tc.total {
+			t.Errorf("EventUsage(%s) = %+v %v, want total %d %v", tc.data, u, ok, tc.total, tc.ok)
+		}
+	}
 	body := []byte(`{"id":"x","choices":[{"message":{"content":"usage"}}],"usage": {"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`)
 	u, ok = TailUsage(body[len(body)-90:])
 	if !ok || u.TotalTokens != 3 {
