@@ -61,6 +61,10 @@ type Config struct {
 	AdminToken secret.String `env:"GATEWAY_ADMIN_TOKEN"`
 	// MetricsAddr is an optional second listener for /metrics only.
 	MetricsAddr string `env:"GATEWAY_METRICS_ADDR"`
+	// NativeHistograms adds native-histogram buckets to the histograms, for
+	// Prometheus servers that negotiate them; classic buckets are always
+	// there.
+	NativeHistograms Bool `env:"GATEWAY_METRICS_NATIVE_HISTOGRAMS" envDefault:"false"`
 	// PProf exposes /debug/pprof/ behind the admin token.
 	PProf Bool `env:"GATEWAY_PPROF" envDefault:"false"`
 	// ReadHeaderTimeout cuts clients that send headers too slowly.

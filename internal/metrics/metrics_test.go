@@ -109,3 +109,34 @@ func TestRequestInstrumentationDoesNotAllocate(t *testing.T) {
 		t.Fatalf("instrumentation of one request allocates %v times", n)
 	}
 }
+
+// TestNativeHistogramsAreOptIn: by default a scraped histogram has classic
+// buckets only; GATEWAY_METRICS_NATIVE_HISTOGRAMS adds the sparse ones.
+func TestNativeHistogramsAreOptIn(t *testing.T) {
+	for _, native := range []bool{false, true} {
+		p := testPlanner(t)
+		m := New(Sources{Planner: p, HoldMode: "first_body", NativeHistograms: native})
+		m.RequestDone("m", "chat", "success", 200, 510*time.Millisecond)
+		mfs, err := m.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, mf := range mfs {
+			if mf.GetName() != "gateway_request_duration_seconds" {
+				continue
+			}
+			h := mf.GetMetric()[0].GetHistogram()
+			found = true
+			if len(h.GetBucket()) != len(durationBuckets) {
+				t.Errorf("native=%v: %d classic buckets, want %d", native, len(h.GetBucket()), len(durationBuckets))
+			}
+			if got := h.Schema != nil; got != native {
+				t.Errorf("native=%v: histogram has a native schema: %v", native, got)
+			}
+		}
+		if !found {
+			t.Fatalf("native=%v: gateway_request_duration_seconds not gathered", native)
+		}
+	}
+}

@@ -100,7 +100,8 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 	if len(routes.Clients) == 0 {
 		log.Warn("no clients in the routes file: the API is open to anyone who can reach it")
 	}
-	src := metrics.Sources{Planner: planner, Admission: g.Scheduler, Health: g.Health, HoldMode: cfg.HoldMode.String()}
+	src := metrics.Sources{Planner: planner, Admission: g.Scheduler, Health: g.Health, HoldMode: cfg.HoldMode.String(),
+		NativeHistograms: bool(cfg.NativeHistograms)}
 	if g.Reports != nil {
 		src.Reports = g.Reports
 	}
