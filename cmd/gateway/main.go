@@ -19,6 +19,7 @@ import (
 	"github.com/lmittmann/tint"
 
 	"github.com/llmgw/gateway/internal/config"
+	"github.com/llmgw/gateway/internal/logsink"
 	"github.com/llmgw/gateway/internal/report"
 )
 
@@ -74,14 +75,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// newLogger writes to w through a logsink, so that the access log can
+// write a tick's lines at once.
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel)))
+	sink := logsink.NewWriter(w)
+	var h slog.Handler
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+		h = slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: level})
+	} else {
+		h = tint.NewTextHandler(sink, &tint.Options{Level: level, TimeFormat: time.TimeOnly,
+			NoColor: !colorful(w)})
 	}
-	return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly,
-		NoColor: !colorful(w)}))
+	return slog.New(logsink.NewHandler(h, sink))
 }
 
 // colorful reports whether text logs written to w may carry ANSI colours:

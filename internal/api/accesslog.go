@@ -110,8 +110,20 @@ func (a *accessLog) run() {
 	}
 }
 
-// drain writes the lines queued now.
+// logHold is a log handler whose output can be held, so that lines
+// written together go out in one write (logsink.Handler).
+type logHold interface {
+	Hold()
+	Release() error
+}
+
+// drain writes the lines queued now: in one write when the logger's
+// output can be held, rather than a system call per request.
 func (a *accessLog) drain() {
+	if h, ok := a.log.Handler().(logHold); ok && len(a.lines) > 0 {
+		h.Hold()
+		defer func() { _ = h.Release() }()
+	}
 	for {
 		select {
 		case l := <-a.lines:
