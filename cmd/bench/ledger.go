@@ -191,7 +191,7 @@ func (b *bencher) runLedger(ctx context.Context) ([]ledgerResult, string, error)
 	}
 	env := slices.Concat(cleanEnv(), []string{
 		"GATEWAY_LISTEN_ADDR=" + addr,
-		"GATEWAY_CONFIG=" + filepath.Join(b.st.tmp, "routes.yaml"),
+		"GATEWAY_CONFIG=" + filepath.Join(b.st.tmp, "config", "routes.yaml"),
 		"GATEWAY_DATABASE_URL=" + dsn,
 		"GATEWAY_SPOOL_DIR=" + filepath.Join(b.st.tmp, "spool-ledger"),
 		"GATEWAY_LOG_FORMAT=json",

@@ -62,15 +62,18 @@ func (b *bencher) measure(ctx context.Context, sc *scenario, t string, fn func()
 	r := fn()
 	if t == gateway {
 		b.st.waitRecordsWritten(ctx, 10*time.Second)
-		if m, err := b.st.gatewayMetrics(ctx); err == nil {
-			a.spooled += m["gateway_report_spooled_total"] - spooled0
-		}
 	}
 	// Postgres is charged during every run, not only the gateway's: its deferred
 	// work (autovacuum, checkpoints) can land on the next target's run.
 	pgUsed := b.st.pgCPU() - pg0
 	a.pgCPU += pgUsed
 	proxyUsed, sideUsed := b.procCPU(p)-proxy0, b.sideCPU()-side0
+	if t == gateway {
+		// After the CPU readings: this scrape is the benchmark's, not the run's.
+		if m, err := b.st.gatewayMetrics(ctx); err == nil {
+			a.spooled += m["gateway_report_spooled_total"] - spooled0
+		}
+	}
 	ours := proxyUsed + sideUsed + pgUsed
 	a.allCPU += ours
 	if p != nil {

@@ -130,7 +130,14 @@ func startStack(ctx context.Context, s settings) (*stack, error) {
 		return nil, err
 	}
 
-	routes := filepath.Join(tmp, "routes.yaml")
+	// The routes file has a directory of its own, as in a deployment (a
+	// ConfigMap's mount): the gateway watches the file's directory, and in
+	// tmp every line the processes log would wake its watcher.
+	routesDir := filepath.Join(tmp, "config")
+	if err := os.Mkdir(routesDir, 0o755); err != nil {
+		return nil, err
+	}
+	routes := filepath.Join(routesDir, "routes.yaml")
 	if err := os.WriteFile(routes, []byte(routesYAML(st.mockURL, st.clientKey, s.hanging.rounds, s.runs("translate"))), 0o600); err != nil {
 		return nil, err
 	}
@@ -346,6 +353,10 @@ func (st *stack) scrapeMetrics(ctx context.Context, fn func(name, labels string,
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, st.gateURL+"/metrics", nil)
+	// Uncompressed: the runs' CPU includes the polls for their records
+	// (waitRecordsWritten), and gzip made each poll cost the gateway
+	// several times what Prometheus' scrape every 15 s costs per second.
+	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
