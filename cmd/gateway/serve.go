@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/internal/config"
+	"github.com/llmgw/gateway/internal/gcfloor"
 	"github.com/llmgw/gateway/internal/server"
 )
 
@@ -28,6 +29,9 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	}
 	sigs := watchSignals(log)
 	defer sigs.stop()
+	// The GC percentage is the process's, so the command sets it, not the
+	// packages it runs.
+	defer gcfloor.Start(uint64(cfg.GCMinHeap)).Stop()
 	g, err := server.NewFromFile(context.Background(), cfg, rf, log)
 	if err != nil {
 		return err

@@ -53,6 +53,10 @@ type Config struct {
 	MaxPending int `env:"GATEWAY_ADMISSION_MAX_PENDING" envDefault:"4096"`
 	// MaxRequestBytes caps request bodies; larger ones get 413.
 	MaxRequestBytes ByteSize `env:"GATEWAY_MAX_REQUEST_BYTES" envDefault:"8388608"`
+	// GCMinHeap is the smallest heap goal the garbage collector gets: below
+	// it, collections wait until the heap reaches it (internal/gcfloor).
+	// 0 leaves GOGC alone.
+	GCMinHeap ByteSize `env:"GATEWAY_GC_MIN_HEAP" envDefault:"32MiB"`
 	// ShutdownGrace is how long in-flight requests may run after SIGTERM.
 	ShutdownGrace time.Duration `env:"GATEWAY_SHUTDOWN_GRACE" envDefault:"30s"`
 	// ShutdownDelay keeps serving with /readyz failing, for load balancers.
@@ -221,6 +225,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxRequestBytes <= 0 {
 		return fmt.Errorf("config: GATEWAY_MAX_REQUEST_BYTES must be positive, got %d", c.MaxRequestBytes)
+	}
+	if c.GCMinHeap < 0 {
+		return fmt.Errorf("config: GATEWAY_GC_MIN_HEAP must not be negative, got %d", c.GCMinHeap)
 	}
 	switch c.LogFormat {
 	case "text", "json":

@@ -21,7 +21,7 @@ func TestDefaults(t *testing.T) {
 		cfg.QueueBudget != 250*time.Millisecond || cfg.FirstByteTimeout != 30*time.Second ||
 		cfg.MaxRequestBytes != 8388608 || cfg.MaxPending != 4096 || !bool(cfg.AutoMigrate) ||
 		cfg.HoldMode != watchdog.HoldFirstBody || cfg.ReadHeaderTimeout != 10*time.Second ||
-		cfg.ReportRetention != 720*time.Hour || cfg.SpoolDir != "./data/spool" {
+		cfg.ReportRetention != 720*time.Hour || cfg.SpoolDir != "./data/spool" || cfg.GCMinHeap != 32<<20 {
 		t.Fatalf("unexpected defaults: %+v", cfg)
 	}
 }
@@ -32,6 +32,7 @@ func TestMalformedNamesVariable(t *testing.T) {
 		"GATEWAY_UPSTREAM_EXECUTION_GATE_QUEUE_BUDGET":                "soon",
 		"GATEWAY_UPSTREAM_EXECUTION_GATE_LIMIT":                       "-1",
 		"GATEWAY_MAX_REQUEST_BYTES":                                   "8MB",
+		"GATEWAY_GC_MIN_HEAP":                                         "32MB",
 		"GATEWAY_AUTO_MIGRATE":                                        "maybe",
 		"GATEWAY_STREAM_FIRST_BYTE_TIMEOUT":                           "0s",
 		"GATEWAY_UPSTREAM_EXECUTION_GATE_HOLD_STREAM_RESPONSE":        "perhaps",
