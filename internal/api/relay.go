@@ -1,6 +1,7 @@
 package api
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -13,7 +14,8 @@ import (
 // then the rest as it arrives, and returns the request's outcome. This is
 // the frame that lives as long as a stream, with the handler's beneath it:
 // everything before the commit point has returned by now (candidates.Run),
-// so it stays small by design. Each event of a stream is flushed at once;
+// so it stays small by design. Each event of a stream is written at once
+// and flushed unless the provider's next event is already read (Buffered);
 // each write is bounded by the stream write timeout so a client that stops
 // reading cannot pin the attempt's slots.
 func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCount) (out *candidates.Outcome) {
@@ -35,6 +37,8 @@ func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCo
 		return a.Finish(s.sendCounted(w, rc, a, tc))
 	}
 	tc.beforeEnd(a, a.First())
+	// The first event is flushed alone, whatever follows it: it is the
+	// first token the user waits for.
 	err := s.send(w, rc, &dl, a.First(), stream)
 	if err == nil {
 		a.Sent()
@@ -42,13 +46,28 @@ func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCo
 			h("streaming")
 		}
 		var b []byte
+		held := false // written to the client's buffer, not flushed yet
 		for {
 			if b, err = a.Next(); err != nil {
 				break
 			}
 			tc.beforeEnd(a, b)
-			if err = s.send(w, rc, &dl, b, stream); err != nil {
+			// Events the provider sent back to back go out in one write:
+			// the flush waits only while the next event is already read.
+			// A client with a token rate is counted (a call to the shared
+			// store) before its stream's last event, and no event waits
+			// on that: its events are flushed one by one.
+			hold := stream && tc == nil && a.Buffered()
+			if err = s.send(w, rc, &dl, b, stream && !hold); err != nil {
 				break
+			}
+			held = hold
+		}
+		if held {
+			// The stream ended or broke behind a held event: what the
+			// provider sent reaches the client before the outcome does.
+			if ferr := rc.Flush(); ferr != nil && (err == nil || err == io.EOF) {
+				err = &candidates.ClientWriteError{Err: ferr}
 			}
 		}
 	}
@@ -89,16 +108,16 @@ func (dl *writeDeadline) extend() {
 	_ = dl.rc.SetWriteDeadline(dl.set)
 }
 
-// send writes b to the client; a stream's event is flushed at once, within
-// the stream write timeout.
-func (s *Server) send(w http.ResponseWriter, rc *http.ResponseController, dl *writeDeadline, b []byte, stream bool) error {
-	if stream {
+// send writes b to the client, within the stream write timeout for a
+// stream, and flushes it when flush is set.
+func (s *Server) send(w http.ResponseWriter, rc *http.ResponseController, dl *writeDeadline, b []byte, flush bool) error {
+	if dl != nil {
 		dl.extend()
 	}
 	if _, err := w.Write(b); err != nil {
 		return &candidates.ClientWriteError{Err: err}
 	}
-	if stream {
+	if flush {
 		if err := rc.Flush(); err != nil {
 			return &candidates.ClientWriteError{Err: err}
 		}

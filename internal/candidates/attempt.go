@@ -331,6 +331,16 @@ func (a *Attempt) Stream() bool { return a.events != nil }
 // the next call to Next.
 func (a *Attempt) First() []byte { return a.first }
 
+// Buffered reports whether the next call to Next returns without waiting
+// for the provider: a pass-through stream's next event is already read. The
+// relay then writes that event behind the one before it and flushes both
+// at once. A translated event may turn into nothing (a ping) and send Next
+// to read again, so a translated stream reports false: each of its outputs
+// is flushed as before.
+func (a *Attempt) Buffered() bool {
+	return a.events != nil && !a.pending && a.rd == upstream.Reader(&a.pass) && a.events.Buffered()
+}
+
 // Sent tells the attempt its first bytes reached the client: the stream is
 // recorded streaming, health learns of the success and the first-byte
 // time, and the hold mode may release the execution slot.

@@ -366,3 +366,64 @@ func FuzzEventKinds(f *testing.F) {
 		}
 	})
 }
+
+// onceReader returns its data in as few reads as the buffer allows, then
+// io.EOF, and counts reads.
+type onceReader struct {
+	data  []byte
+	reads int
+	eof   bool // io.EOF was returned
+}
+
+func (r *onceReader) Read(p []byte) (int, error) {
+	r.reads++
+	if len(r.data) == 0 {
+		r.eof = true
+		return 0, io.EOF
+	}
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// FuzzEventReaderBuffered: Buffered says an event is in the buffer exactly
+// when Next returns one without reading. The relay holds a flush on it, so
+// a false yes would leave an event waiting on the provider's next one; a
+// false no only costs a flush, and there is none either.
+func FuzzEventReaderBuffered(f *testing.F) {
+	for _, s := range []string{
+		"data: a\n\ndata: b\n\n",
+		"data: a\n\ndata: b",
+		"data: a\n\n\n\n",
+		"data: a\n\n\r\n\r\r\n",
+		"data: a\r\n\r\ndata: b\r\n\r\n",
+		": ping\n\ndata: [DONE]\n\n",
+		"data: a\n\nevent: x\ndata: b\ndata: c\n\nid: 1\n",
+		"\n\n\ndata: a\n\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 1<<12 {
+			return
+		}
+		src := &onceReader{data: bytes.Clone(b)}
+		r := NewEventReader(src)
+		defer r.Close()
+		for {
+			buffered := r.Buffered()
+			reads := src.reads
+			_, _, err := r.Next()
+			read := src.reads != reads
+			if buffered && (read || err != nil) {
+				t.Fatalf("%q: Buffered said yes, Next read %v and returned %v", b, read, err)
+			}
+			if !buffered && !read && err == nil && !src.eof {
+				t.Fatalf("%q: Buffered said no, Next returned an event without reading", b)
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+}

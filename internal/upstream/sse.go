@@ -99,6 +99,33 @@ func (r *EventReader) Next() (event []byte, comment bool, err error) {
 	}
 }
 
+// Buffered reports whether a whole event is already in the buffer, so that
+// Next will return it without reading. The relay flushes a stream only when
+// nothing more is buffered: events a provider sent back to back (a last
+// chunk, its usage and [DONE] often arrive in one read) reach the client in
+// one write, and an event is never held waiting for one not yet read. It
+// mirrors Next: blank lines before an event's first line are skipped.
+func (r *EventReader) Buffered() bool {
+	if r.buf == nil {
+		return false
+	}
+	buf := (*r.buf)[:r.end]
+	pos, started := r.pos, false
+	for {
+		i := bytes.IndexByte(buf[pos:], '\n')
+		if i < 0 {
+			return false
+		}
+		blank := len(bytes.TrimRight(buf[pos:pos+i+1], "\r\n")) == 0
+		pos += i + 1
+		if !blank {
+			started = true
+		} else if started {
+			return true
+		}
+	}
+}
+
 // fill reads more of the body behind the pending event, compacting and
 // growing the buffer as needed.
 func (r *EventReader) fill() {
