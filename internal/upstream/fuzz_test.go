@@ -427,3 +427,42 @@ func FuzzEventReaderBuffered(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeUsage: on any bytes at all, decodeUsage returns what
+// json.Unmarshal into a Usage returns.
+func FuzzDecodeUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"prompt_tokens":12,"completion_tokens":900,"total_tokens":912}`,
+		`{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"accepted_prediction_tokens":0}}`,
+		`{"prompt_tokens":1,"cost":0.00012,"is_byok":false,"cost_details":{"upstream_inference_cost":null},"total_tokens":2}`,
+		`{"total_tokens":5,"total_tokens":null}`,
+		`{"total_tokens":5,"Total_Tokens":7}`,
+		`{"TOTAL_TOKENS":7}`,
+		`{"total\u005ftokens":7}`,
+		`{"total_tokens":1.0}`,
+		`{"total_tokens":1e2}`,
+		`{"total_tokens":"3"}`,
+		`{"total_tokens":-0}`,
+		`{"total_tokens":9223372036854775808}`,
+		`{"total_tokens":01}`,
+		`{"x":[1,{"y":[true,false,null,"s"]}],"total_tokens":3}`,
+		"{\"x\":\"caf\xc3\xa9 \xff\",\"total_tokens\":3}",
+		`{"x":"a\nb","total_tokens":3}`,
+		"{ \"total_tokens\" :\t3 ,\r\n\"prompt_tokens\": 1 }",
+		`{}`, ` {} `, `{} x`, `{,}`, `{"a":1,}`, `{"a"}`, `[]`, `null`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		b = b[:len(b):len(b)]
+		u, ok := decodeUsage(b)
+		var want Usage
+		wantOK := json.Unmarshal(b, &want) == nil
+		if !wantOK {
+			want = Usage{}
+		}
+		if ok != wantOK || u != want {
+			t.Fatalf("decodeUsage(%q) = %+v %v, encoding/json: %+v %v", b, u, ok, want, wantOK)
+		}
+	})
+}
