@@ -16,6 +16,8 @@ targets=(
   "./internal/upstream FuzzTailUsage"
   "./internal/upstream FuzzBodyUsage"
   "./internal/upstream FuzzEventUsage"
+  "./internal/upstream FuzzDecodeUsage"
+  "./internal/upstream FuzzEventReaderBuffered"
   "./internal/upstream FuzzSkipValue"
   "./internal/upstream FuzzParseRetryAfter"
   "./internal/upstream FuzzErrorAnswer"

@@ -18,10 +18,12 @@ import (
 )
 
 // Fuzz targets for every reader of provider bytes: a non-streaming body's
-// usage (TailUsage, BodyUsage), a chunk's usage (EventUsage), the JSON
-// skipper they share with the request parser, an error answer (Send) and its
-// Retry-After. FuzzEventReader (sse_test.go) covers SSE framing. Each
-// asserts what the function must compute, not only that it returns.
+// usage (TailUsage, BodyUsage), a chunk's usage (EventUsage), the usage
+// object's own decoder (decodeUsage), the JSON skipper they share with the
+// request parser, an error answer (Send) and its Retry-After.
+// FuzzEventReader (sse_test.go) covers SSE framing, FuzzEventReaderBuffered
+// the reader's look-ahead. Each asserts what the function must compute, not
+// only that it returns.
 
 // usageSeeds are well-formed bodies, for the fuzzer to cut and mangle.
 var usageSeeds = []string{
