@@ -7,13 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/llmgw/gateway/internal/admission"
-	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
-	"github.com/llmgw/gateway/internal/watchdog"
 )
 
 // chunkEvent is a typical chat completion chunk as OpenAI sends it.
@@ -81,39 +76,13 @@ func (nopRecorder) RecordCandidate(report.Candidate) {}
 // BenchmarkRelayStreamEvent is the per-event cost of forwarding SSE: one op is
 // one event through relay, from the upstream body to a flushed write.
 func BenchmarkRelayStreamEvent(b *testing.B) {
-	routes, err := candidates.ParseRoutes([]byte(`
-providers:
-  - { name: p, base_url: "http://p.example/v1", api_keys: [k], max_concurrency: 1 }
-models:
-  - { name: m, candidates: [ { provider: p } ] }
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		b.Fatal(err)
-	}
-	planner, err := candidates.NewPlanner(routes, candidates.PlannerOptions{DefaultFirstByte: time.Minute, DefaultQueueBudget: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sched := admission.New(admission.Config{GlobalLimit: 1})
-	defer func() { _ = sched.Close(context.Background()) }()
-	chat, err := upstream.ParseChatRequest([]byte(`{"model":"m","messages":[],"stream":true}`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	plan, _ := planner.Plan("m")
-	runner := &candidates.Runner{Admit: sched, Record: nopRecorder{}, HoldMode: watchdog.HoldFirstBody,
-		Upstreams: map[string]candidates.Sender{"p": streamSender{&eventSource{n: b.N}}}}
+	a := committedStream(b, &eventSource{n: b.N})
 	s := &Server{opts: Options{StreamWriteTimeout: 30 * time.Second}}
 	w := &discardWriter{h: http.Header{}}
 	b.ReportAllocs()
 	b.SetBytes(int64(len(chunkEvent)))
 	b.ResetTimer()
-	a, out := runner.Run(context.Background(), &candidates.Request{ID: uuid.New(), Model: "m", Stream: true,
-		Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Exchange: chat})
-	if a == nil {
-		b.Fatalf("nothing committed: %+v", out)
-	}
-	out = s.relay(w, a, nil)
+	out := s.relay(w, a, nil)
 	b.StopTimer()
 	if out.Status != report.RequestSuccess {
 		b.Fatalf("outcome %+v", out)
