@@ -12,6 +12,7 @@ if [[ -n "${FUZZ_PARALLEL:-}" ]]; then
 fi
 targets=(
   "./internal/upstream FuzzParseChatRequest"
+  "./internal/upstream FuzzDecodeString"
   "./internal/upstream FuzzEventReader"
   "./internal/upstream FuzzTailUsage"
   "./internal/upstream FuzzBodyUsage"

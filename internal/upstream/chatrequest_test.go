@@ -95,3 +95,47 @@ func FuzzParseChatRequest(f *testing.F) {
 		}
 	})
 }
+
+// The model's fast path must decode exactly as json.Unmarshal does, since a
+// model name that decodes differently routes differently.
+func TestDecodeStringMatchesUnmarshal(t *testing.T) {
+	for _, raw := range []string{
+		`"gpt-4o"`, `""`, `"h\u00e9"`, `"a\"b"`, `"héllo"`, "\"\xff\"", "\"a\xc3\"", `"\\"`,
+		`"\ud83d\ude00"`, `12`, `null`, `true`, `["m"]`, `{"m":1}`,
+	} {
+		checkDecodeString(t, []byte(raw))
+	}
+}
+
+func FuzzDecodeString(f *testing.F) {
+	for _, s := range []string{`"gpt-4o"`, `"a\"b"`, "\"\xff\"", `null`, `"\u00e9"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return // ParseRequest validates the whole body first
+		}
+		checkDecodeString(t, raw)
+	})
+}
+
+func checkDecodeString(t *testing.T, raw []byte) {
+	t.Helper()
+	var want string
+	wantErr := json.Unmarshal(raw, &want)
+	got, ok := decodeString(raw)
+	if ok != (wantErr == nil) || got != want {
+		t.Fatalf("decodeString(%q) = %q, %v; json.Unmarshal: %q, %v", raw, got, ok, want, wantErr)
+	}
+}
+
+func BenchmarkParseChatRequest(b *testing.B) {
+	body := []byte(`{"model":"bench-model","stream":true,"stream_options":{"include_usage":true},` +
+		`"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say something short about the sea."}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseChatRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
