@@ -29,6 +29,7 @@ targets=(
   "./internal/upstream/anthropicclient FuzzStreamTranslator"
   "./internal/upstream/anthropicclient FuzzMessagesToChat"
   "./internal/jsontext FuzzAppendString"
+  "./internal/jsontext FuzzValid"
   "./internal/report FuzzCleanMessage"
   "./internal/candidates FuzzParseRoutes"
   "./internal/watchdog FuzzParseHoldMode"

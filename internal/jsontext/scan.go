@@ -58,10 +58,18 @@ func SkipValue(b []byte, i int) int {
 // SkipString returns the index just past the string whose quote is at b[i],
 // or len(b) when the string is not closed. An escape's backslash skips the
 // next byte, which may be past the end: the loop's i then overshoots, so the
-// end is returned rather than i. A byte loop: most strings in an event are
-// short keys, where a call to bytes.IndexByte costs more than it saves.
+// end is returned rather than i. Bytes that are neither a quote nor a
+// backslash are skipped four at a time: a request's messages are long
+// strings, and a chat request is scanned before it is sent upstream.
 func SkipString(b []byte, i int) int {
 	for i++; i < len(b); i++ {
+		for i+4 <= len(b) && notQuoteOrEscape[b[i]] && notQuoteOrEscape[b[i+1]] &&
+			notQuoteOrEscape[b[i+2]] && notQuoteOrEscape[b[i+3]] {
+			i += 4
+		}
+		if i >= len(b) {
+			break
+		}
 		switch b[i] {
 		case '\\':
 			i++
@@ -71,3 +79,10 @@ func SkipString(b []byte, i int) int {
 	}
 	return len(b)
 }
+
+var notQuoteOrEscape = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()

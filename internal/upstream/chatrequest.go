@@ -53,7 +53,7 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) { return ParseRequest(R
 // embeddings, "input" or "previous_response_id" for responses. "stream" must
 // be a boolean; embeddings never stream.
 func ParseRequest(route Route, body []byte) (*ChatRequest, error) {
-	if !json.Valid(body) {
+	if !jsontext.Valid(body) {
 		return nil, &RequestError{Message: "request body is not valid JSON (one JSON object expected)"}
 	}
 	i := jsontext.SkipSpace(body, 0)

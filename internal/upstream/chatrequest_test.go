@@ -3,6 +3,8 @@ package upstream
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -129,13 +131,38 @@ func checkDecodeString(t *testing.T, raw []byte) {
 	}
 }
 
+// BenchmarkParseChatRequest parses a short chat request and two long ones:
+// all of it runs before the upstream request is sent.
 func BenchmarkParseChatRequest(b *testing.B) {
-	body := []byte(`{"model":"bench-model","stream":true,"stream_options":{"include_usage":true},` +
-		`"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say something short about the sea."}]}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ParseChatRequest(body); err != nil {
-			b.Fatal(err)
-		}
+	short := `{"model":"bench-model","stream":true,"stream_options":{"include_usage":true},` +
+		`"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say something short about the sea."}]}`
+	for _, bc := range []struct {
+		name string
+		body []byte
+	}{{"short", []byte(short)}, {"10kB", longChatBody(10_000)}, {"100kB", longChatBody(100_000)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ParseChatRequest(bc.body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
+}
+
+// longChatBody is a chat request of about size bytes of conversation.
+func longChatBody(size int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"bench-model","stream":true,"messages":[`)
+	for i := 0; sb.Len() < size; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"role":"user","content":"%s\u00e9 \"quoted\" line %d\n"}`,
+			strings.Repeat("lorem ipsum dolor sit amet ", 1+size/2000), i)
+	}
+	sb.WriteString("]}")
+	return []byte(sb.String())
 }
