@@ -13,6 +13,7 @@ fi
 targets=(
   "./internal/upstream FuzzParseChatRequest"
   "./internal/upstream FuzzDecodeString"
+  "./internal/upstream FuzzParseRequestOnePass"
   "./internal/upstream FuzzEventReader"
   "./internal/upstream FuzzTailUsage"
   "./internal/upstream FuzzBodyUsage"

@@ -3,8 +3,11 @@
 // build their events this way, once per stream event. It escapes what
 // encoding/json escapes except the HTML characters (the output is not HTML).
 //
-// It owns no parsing; request bodies are scanned by the packages that read
-// them.
+// It also finds where a JSON value ends without decoding it (scan.go), and
+// validates a document exactly as encoding/json.Valid does, several times
+// faster (valid.go): both run on every request body before the upstream
+// request is sent. It decodes nothing; the packages that read bodies decide
+// what their values mean.
 package jsontext
 
 import "unicode/utf8"

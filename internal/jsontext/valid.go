@@ -8,18 +8,27 @@ package jsontext
 // wait (docs/benchmarks.md). Like encoding/json.Valid, it does not check
 // that strings are UTF-8.
 func Valid(b []byte) bool {
-	i, ok := validValue(b, SkipSpace(b, 0))
+	i, ok := validValue(b, SkipSpace(b, 0), 0)
 	return ok && SkipSpace(b, i) == len(b)
 }
+
+// ValidValue returns the index just past the valid JSON value starting at
+// b[i], or false when there is none. depth is how many objects and arrays
+// around it are already open, for the nesting limit: a caller walking a
+// document's top-level object itself passes 1, and the document is valid
+// exactly when encoding/json.Valid says so. It lets one pass both validate
+// a request and find its members' values.
+func ValidValue(b []byte, i, depth int) (int, bool) { return validValue(b, i, depth) }
 
 // maxDepth is encoding/json's nesting limit: 10000 open objects and arrays
 // are valid, one more is not.
 const maxDepth = 10000
 
 // validValue returns the index just past the valid value starting at b[i],
-// or false. It walks objects and arrays with an explicit stack of their
-// opening bytes, so depth costs memory, not Go stack.
-func validValue(b []byte, i int) (int, bool) {
+// inside depth open containers, or false. It walks objects and arrays with
+// an explicit stack of their opening bytes, so depth costs memory, not Go
+// stack.
+func validValue(b []byte, i, depth int) (int, bool) {
 	var buf [64]byte
 	stack := buf[:0]
 	var ok bool
@@ -33,7 +42,7 @@ value:
 			return i, false
 		}
 	case '{', '[':
-		if len(stack) == maxDepth {
+		if depth+len(stack) >= maxDepth {
 			return i, false
 		}
 		stack = append(stack, c)

@@ -52,88 +52,152 @@ func ParseChatRequest(body []byte) (*ChatRequest, error) { return ParseRequest(R
 // required field: "messages" (an array) for chat and messages, "input" for
 // embeddings, "input" or "previous_response_id" for responses. "stream" must
 // be a boolean; embeddings never stream.
+//
+// Validation and the walk over the members are one pass: each member's value
+// is validated to find its end (jsontext.ValidValue), so a body is read once
+// before the upstream request leaves. A member's own fault is reported only
+// when the whole body is valid JSON, as if it had been validated first.
 func ParseRequest(route Route, body []byte) (*ChatRequest, error) {
-	if !jsontext.Valid(body) {
-		return nil, &RequestError{Message: "request body is not valid JSON (one JSON object expected)"}
-	}
 	i := jsontext.SkipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {
+		if !jsontext.Valid(body) {
+			return nil, errNotJSON()
+		}
 		return nil, &RequestError{Message: "request body must be a JSON object"}
 	}
-	req := &ChatRequest{Body: body, modelStart: -1, Route: route, optStart: -1}
-	sawMessages, sawInput := false, false
+	p := requestParse{route: route, req: &ChatRequest{Body: body, modelStart: -1, Route: route, optStart: -1}}
+	end, ok := p.members(body, i)
+	if !ok || jsontext.SkipSpace(body, end) != len(body) {
+		return nil, errNotJSON()
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	return p.finish()
+}
+
+func errNotJSON() *RequestError {
+	return &RequestError{Message: "request body is not valid JSON (one JSON object expected)"}
+}
+
+// requestParse is ParseRequest's state while it walks a body's members.
+type requestParse struct {
+	route                 Route
+	req                   *ChatRequest
+	sawMessages, sawInput bool
+	err                   *RequestError // the first member at fault
+}
+
+// members walks the object whose '{' is at body[i], validating it, and
+// applies each member until one is at fault. It returns the index past the
+// object and whether the object is valid JSON.
+func (p *requestParse) members(body []byte, i int) (int, bool) {
 	i = jsontext.SkipSpace(body, i+1)
-	for i < len(body) && body[i] != '}' {
-		keyEnd := jsontext.SkipValue(body, i)
-		key, err := decodeKey(body[i:keyEnd])
-		if err != nil {
-			return nil, &RequestError{Message: "request body has an unreadable key"}
+	if i < len(body) && body[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		if i >= len(body) || body[i] != '"' {
+			return i, false
+		}
+		keyStart := i
+		keyEnd, ok := jsontext.ValidValue(body, i, 1)
+		if !ok {
+			return keyEnd, false
 		}
 		i = jsontext.SkipSpace(body, keyEnd)
-		i = jsontext.SkipSpace(body, i+1) // ':'
-		valStart := i
-		valEnd := jsontext.SkipValue(body, i)
-		val := body[valStart:valEnd]
-		switch string(key) {
-		case "model":
-			if req.modelStart >= 0 {
-				return nil, &RequestError{Param: "model", Message: "'model' appears more than once"}
-			}
-			model, ok := decodeString(val)
-			if !ok || model == "" {
-				return nil, &RequestError{Param: "model", Message: "'model' must be a non-empty string"}
-			}
-			req.Model = model
-			req.modelStart, req.modelEnd = valStart, valEnd
-		case "messages":
-			if len(val) == 0 || val[0] != '[' {
-				return nil, &RequestError{Param: "messages", Message: "'messages' must be an array"}
-			}
-			sawMessages = true
-		case "input":
-			// Only embeddings and responses read it; on the chat routes it
-			// is the provider's business, like any unknown field.
-			if route == RouteEmbeddings || route == RouteResponses {
-				if string(val) == "null" {
-					return nil, &RequestError{Param: "input", Message: "'input' must not be null"}
-				}
-				sawInput = true
-			}
-		case "stream_options":
-			req.optStart, req.optEnd = valStart, valEnd
-		case "previous_response_id":
-			if string(val) != "null" && route == RouteResponses {
-				sawInput = true
-			}
-		case "stream":
-			switch string(val) {
-			case "true":
-				req.Stream = true
-			case "false", "null":
-			default:
-				return nil, &RequestError{Param: "stream", Message: "'stream' must be a boolean"}
-			}
+		if i >= len(body) || body[i] != ':' {
+			return i, false
+		}
+		valStart := jsontext.SkipSpace(body, i+1)
+		valEnd, ok := jsontext.ValidValue(body, valStart, 1)
+		if !ok {
+			return valEnd, false
+		}
+		if p.err == nil {
+			p.err = p.member(body[keyStart:keyEnd], body, valStart, valEnd)
 		}
 		i = jsontext.SkipSpace(body, valEnd)
-		if i < len(body) && body[i] == ',' {
+		switch {
+		case i < len(body) && body[i] == ',':
 			i = jsontext.SkipSpace(body, i+1)
+		case i < len(body) && body[i] == '}':
+			return i + 1, true
+		default:
+			return i, false
 		}
 	}
+}
+
+// member applies one member: rawKey is the key's JSON string, the value is
+// body[valStart:valEnd].
+func (p *requestParse) member(rawKey, body []byte, valStart, valEnd int) *RequestError {
+	key, err := decodeKey(rawKey)
+	if err != nil {
+		return &RequestError{Message: "request body has an unreadable key"}
+	}
+	req, val := p.req, body[valStart:valEnd]
+	switch string(key) {
+	case "model":
+		if req.modelStart >= 0 {
+			return &RequestError{Param: "model", Message: "'model' appears more than once"}
+		}
+		model, ok := decodeString(val)
+		if !ok || model == "" {
+			return &RequestError{Param: "model", Message: "'model' must be a non-empty string"}
+		}
+		req.Model = model
+		req.modelStart, req.modelEnd = valStart, valEnd
+	case "messages":
+		if len(val) == 0 || val[0] != '[' {
+			return &RequestError{Param: "messages", Message: "'messages' must be an array"}
+		}
+		p.sawMessages = true
+	case "input":
+		// Only embeddings and responses read it; on the chat routes it
+		// is the provider's business, like any unknown field.
+		if p.route == RouteEmbeddings || p.route == RouteResponses {
+			if string(val) == "null" {
+				return &RequestError{Param: "input", Message: "'input' must not be null"}
+			}
+			p.sawInput = true
+		}
+	case "stream_options":
+		req.optStart, req.optEnd = valStart, valEnd
+	case "previous_response_id":
+		if string(val) != "null" && p.route == RouteResponses {
+			p.sawInput = true
+		}
+	case "stream":
+		switch string(val) {
+		case "true":
+			req.Stream = true
+		case "false", "null":
+		default:
+			return &RequestError{Param: "stream", Message: "'stream' must be a boolean"}
+		}
+	}
+	return nil
+}
+
+// finish checks what a valid body must have had.
+func (p *requestParse) finish() (*ChatRequest, error) {
+	req := p.req
 	if req.modelStart < 0 {
 		return nil, &RequestError{Param: "model", Message: "you must provide a model parameter"}
 	}
-	switch route {
+	switch p.route {
 	case RouteChat, RouteMessages:
-		if !sawMessages {
+		if !p.sawMessages {
 			return nil, &RequestError{Param: "messages", Message: "you must provide a messages parameter"}
 		}
 	case RouteEmbeddings:
-		if !sawInput {
+		if !p.sawInput {
 			return nil, &RequestError{Param: "input", Message: "you must provide an input parameter"}
 		}
 		req.Stream = false // embeddings answer one JSON body
 	case RouteResponses:
-		if !sawInput {
+		if !p.sawInput {
 			return nil, &RequestError{Param: "input", Message: "you must provide an input or previous_response_id parameter"}
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/llmgw/gateway/internal/jsontext"
 )
 
 // TestParseChatRequest protects the 400 contract and the fields read from a body.
@@ -165,4 +167,137 @@ func longChatBody(size int) []byte {
 	}
 	sb.WriteString("]}")
 	return []byte(sb.String())
+}
+
+// FuzzParseRequestOnePass holds ParseRequest's single pass to the two-pass
+// parse it replaced (validate with encoding/json, then walk the members),
+// kept below as referenceParseRequest: the same error or the same request,
+// on every route.
+func FuzzParseRequestOnePass(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[]}`, `{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}}`,
+		`{"model":1,"messages":[}`, `{"model":"m","model":"n","messages":[]}`, `{"stream":5,"model":"m"} x`,
+		`{"model":"m","input":null}`, `{"model":"m","previous_response_id":"r"}`, `[1]`, `{"a":1,}`, ` {} `,
+		`{"mo\u0064el":"m","messages":[1,{"a":[]}]}`,
+	} {
+		f.Add([]byte(s), uint8(0))
+	}
+	routes := []Route{RouteChat, RouteMessages, RouteEmbeddings, RouteResponses}
+	f.Fuzz(func(t *testing.T, body []byte, r uint8) {
+		route := routes[int(r)%len(routes)]
+		got, gotErr := ParseRequest(route, body)
+		want, wantErr := referenceParseRequest(route, body)
+		if (gotErr == nil) != (wantErr == nil) || (gotErr != nil && gotErr.Error() != wantErr.Error()) {
+			t.Fatalf("ParseRequest(%v, %q): error %v, the two-pass parse says %v", route, body, gotErr, wantErr)
+		}
+		if gotErr == nil && (got.Model != want.Model || got.Stream != want.Stream ||
+			got.modelStart != want.modelStart || got.modelEnd != want.modelEnd ||
+			got.optStart != want.optStart || got.optEnd != want.optEnd) {
+			t.Fatalf("ParseRequest(%v, %q) = %+v, the two-pass parse says %+v", route, body, got, want)
+		}
+	})
+}
+
+func referenceParseRequest(route Route, body []byte) (*ChatRequest, error) {
+	if !json.Valid(body) {
+		return nil, &RequestError{Message: "request body is not valid JSON (one JSON object expected)"}
+	}
+	i := jsontext.SkipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, &RequestError{Message: "request body must be a JSON object"}
+	}
+	req := &ChatRequest{Body: body, modelStart: -1, Route: route, optStart: -1}
+	sawMessages, sawInput := false, false
+	i = jsontext.SkipSpace(body, i+1)
+	for i < len(body) && body[i] != '}' {
+		keyEnd := jsontext.SkipValue(body, i)
+		key, err := decodeKey(body[i:keyEnd])
+		if err != nil {
+			return nil, &RequestError{Message: "request body has an unreadable key"}
+		}
+		i = jsontext.SkipSpace(body, keyEnd)
+		i = jsontext.SkipSpace(body, i+1) // ':'
+		valStart := i
+		valEnd := jsontext.SkipValue(body, i)
+		val := body[valStart:valEnd]
+		switch string(key) {
+		case "model":
+			if req.modelStart >= 0 {
+				return nil, &RequestError{Param: "model", Message: "'model' appears more than once"}
+			}
+			model, ok := decodeString(val)
+			if !ok || model == "" {
+				return nil, &RequestError{Param: "model", Message: "'model' must be a non-empty string"}
+			}
+			req.Model = model
+			req.modelStart, req.modelEnd = valStart, valEnd
+		case "messages":
+			if len(val) == 0 || val[0] != '[' {
+				return nil, &RequestError{Param: "messages", Message: "'messages' must be an array"}
+			}
+			sawMessages = true
+		case "input":
+			// Only embeddings and responses read it; on the chat routes it
+			// is the provider's business, like any unknown field.
+			if route == RouteEmbeddings || route == RouteResponses {
+				if string(val) == "null" {
+					return nil, &RequestError{Param: "input", Message: "'input' must not be null"}
+				}
+				sawInput = true
+			}
+		case "stream_options":
+			req.optStart, req.optEnd = valStart, valEnd
+		case "previous_response_id":
+			if string(val) != "null" && route == RouteResponses {
+				sawInput = true
+			}
+		case "stream":
+			switch string(val) {
+			case "true":
+				req.Stream = true
+			case "false", "null":
+			default:
+				return nil, &RequestError{Param: "stream", Message: "'stream' must be a boolean"}
+			}
+		}
+		i = jsontext.SkipSpace(body, valEnd)
+		if i < len(body) && body[i] == ',' {
+			i = jsontext.SkipSpace(body, i+1)
+		}
+	}
+	if req.modelStart < 0 {
+		return nil, &RequestError{Param: "model", Message: "you must provide a model parameter"}
+	}
+	switch route {
+	case RouteChat, RouteMessages:
+		if !sawMessages {
+			return nil, &RequestError{Param: "messages", Message: "you must provide a messages parameter"}
+		}
+	case RouteEmbeddings:
+		if !sawInput {
+			return nil, &RequestError{Param: "input", Message: "you must provide an input parameter"}
+		}
+		req.Stream = false // embeddings answer one JSON body
+	case RouteResponses:
+		if !sawInput {
+			return nil, &RequestError{Param: "input", Message: "you must provide an input or previous_response_id parameter"}
+		}
+	}
+	return req, nil
+}
+
+// The one pass must keep encoding/json's nesting limit (10,000 open objects
+// and arrays, the body's own object included) where the reference had it.
+func TestParseRequestNestingLimit(t *testing.T) {
+	for _, depth := range []int{9998, 9999, 10000} {
+		body := []byte(`{"model":"m","messages":[],"x":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`)
+		_, err := ParseRequest(RouteChat, body)
+		_, want := referenceParseRequest(RouteChat, body)
+		if (err == nil) != (want == nil) {
+			t.Errorf("depth %d: ParseRequest error %v, two-pass parse %v", depth+1, err, want)
+		}
+		if depth == 9999 && err != nil || depth == 10000 && err == nil {
+			t.Errorf("depth %d: error %v, want valid only up to 10,000 levels", depth+1, err)
+		}
+	}
 }
