@@ -32,6 +32,7 @@
 // the temp dir with the processes' logs; BENCH_BIN (default bin) holds the binaries;
 // BENCH_RECORDS=off runs the gateway without Postgres, to see what records cost;
 // BENCH_PG=shared skips scripts/pg-local.sh and uses the server on 127.0.0.1:5432;
+// BENCH_PROMPT=BYTES makes the stream phase's requests a conversation of about that size;
 // BENCH_ONLY=hold (or open, closed, stream, hanging, tail, translate, ledger, comma-separated) runs
 // only those phases, for iterating on one figure.
 //
@@ -51,6 +52,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -87,6 +89,7 @@ type settings struct {
 	budget       time.Duration // the whole run, a safety net over the sizes above
 	pprofDir     string
 	recordsOff   bool            // diagnostic: the gateway without Postgres records
+	promptBytes  int             // BENCH_PROMPT: the stream phase's conversation size; 0: one short message
 	only         map[string]bool // BENCH_ONLY: the phases to run; empty runs all
 }
 
@@ -115,6 +118,14 @@ func loadSettings() settings {
 	}
 	if v := os.Getenv("BENCH_BIN"); v != "" {
 		s.binDir = v
+	}
+	if v := os.Getenv("BENCH_PROMPT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			fmt.Fprintf(os.Stderr, "bench: BENCH_PROMPT=%q: want a size in bytes\n", v)
+			os.Exit(2)
+		}
+		s.promptBytes = n
 	}
 	if q := os.Getenv("BENCH_QUICK"); q != "" && q != "0" && q != "false" {
 		s.quick = true
@@ -232,7 +243,7 @@ func environment(s settings, st *stack, started time.Time) []string {
 		mem = strings.Join(strings.Fields(first)[1:], " ")
 	}
 	gover, _ := exec.Command("go", "env", "GOVERSION").Output()
-	return []string{
+	lines := []string{
 		fmt.Sprintf("Measured %s, mode %s. Gateway under test: %s/gateway built %s from %s.",
 			started.Format("2006-01-02 15:04 MST"), mode, s.binDir, st.gatewayBuilt.UTC().Format("2006-01-02 15:04:05 MST"),
 			builtFrom(s.binDir)),
@@ -243,6 +254,10 @@ func environment(s settings, st *stack, started time.Time) []string {
 		fmt.Sprintf("Open loop %v per run at %v RPS, closed loop %d connections %v per run, %d rounds each; streams %v per second %v per run, %d rounds; each round runs the three targets back to back in a rotated order; latency figures are medians over rounds of each round's percentile, added latency is paired within a round.",
 			s.openDur, s.rates, s.closedConns, s.closedDur, s.rounds, s.streamRates, s.streamDur, s.streamRounds),
 	}
+	if s.promptBytes > 0 {
+		lines = append(lines, fmt.Sprintf("BENCH_PROMPT=%d: each stream request carries a conversation of %d bytes.", s.promptBytes, len(longConversation(s.promptBytes))))
+	}
+	return lines
 }
 
 // requests the benchmark sends; the client key is the gateway's, and direct and
@@ -263,6 +278,28 @@ func (b *bencher) streaming(chunks int, interval time.Duration) *request {
 		}),
 		stream: true,
 	}
+}
+
+// longConversation is a streaming chat request of about size bytes: the
+// conversation a chat application sends with every turn, which the gateway
+// reads and validates whole before its upstream request leaves, where the
+// bare proxy streams it through (BENCH_PROMPT).
+func longConversation(size int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"` + benchModel + `","messages":[`)
+	turn := strings.Repeat(`Tell me more about the sea, the \"deep\" part of it. `, 20)
+	for i := 0; sb.Len() < size; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		fmt.Fprintf(&sb, `{"role":%q,"content":"%s(%d)"}`, role, turn, i)
+	}
+	sb.WriteString(`],"max_tokens":32,"stream":true,"stream_options":{"include_usage":true}}`)
+	return []byte(sb.String())
 }
 
 func (b *bencher) header(extra map[string]string) http.Header {

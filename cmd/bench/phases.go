@@ -126,6 +126,9 @@ func (b *bencher) runAll(ctx context.Context, rep *report) error {
 	s := b.s
 	nonStream := b.nonStreaming()
 	stream := b.streaming(streamChunks, streamInterval)
+	if s.promptBytes > 0 {
+		stream.body = longConversation(s.promptBytes)
+	}
 
 	// Warm-up, not measured: connection pools, the gateway's prepared statements and
 	// page cache, the mock's and proxies' first GC cycles.
