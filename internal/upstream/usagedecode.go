@@ -33,10 +33,6 @@ var (
 	totalTokensKey      = []byte("total_tokens")
 )
 
-// maxUsageDepth bounds the nesting scanUsage follows before it leaves the
-// object to encoding/json.
-const maxUsageDepth = 8
-
 // scanUsage decodes a usage object strictly. sure is false when the result
 // might differ from encoding/json's; ok is false when encoding/json would
 // fail (only reported when sure).
@@ -75,8 +71,8 @@ func scanUsage(b []byte) (u Usage, ok, sure bool) {
 			if i, sure = scanCount(b, i, field); !sure {
 				return Usage{}, false, false
 			}
-		} else if i, sure = skipStrict(b, i, 0); !sure {
-			return Usage{}, false, false
+		} else if i, sure = jsontext.ValidValue(b, i, 1); !sure {
+			return Usage{}, false, false // encoding/json would refuse the object
 		}
 		i = jsontext.SkipSpace(b, i)
 		if i == len(b) {
@@ -121,7 +117,7 @@ func scanCount(b []byte, i int, field *int64) (int, bool) {
 	if bytes.HasPrefix(b[i:], []byte("null")) {
 		return i + 4, true
 	}
-	end, ok := scanNumber(b, i)
+	end, ok := jsontext.ValidValue(b, i, 1)
 	if !ok {
 		return 0, false
 	}
@@ -132,118 +128,8 @@ func scanCount(b []byte, i int, field *int64) (int, bool) {
 	}
 	n, err := strconv.ParseInt(string(b[i:end]), 10, 64)
 	if err != nil {
-		return 0, false
+		return 0, false // not a number, or out of range
 	}
 	*field = n
 	return end, true
-}
-
-// scanNumber returns the end of the JSON number at b[i]:
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func scanNumber(b []byte, i int) (int, bool) {
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		i = skipDigits(b, i)
-	default:
-		return 0, false
-	}
-	if i < len(b) && b[i] == '.' {
-		j := skipDigits(b, i+1)
-		if j == i+1 {
-			return 0, false
-		}
-		i = j
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		j := skipDigits(b, i)
-		if j == i {
-			return 0, false
-		}
-		i = j
-	}
-	return i, true
-}
-
-func skipDigits(b []byte, i int) int {
-	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-		i++
-	}
-	return i
-}
-
-// skipStrict returns the end of the valid JSON value at b[i], the value of
-// a member Usage does not have. Strings are taken only without escapes (any
-// byte from 0x20 up, as encoding/json's scanner takes them); deeper than
-// maxUsageDepth is not sure.
-func skipStrict(b []byte, i, depth int) (int, bool) {
-	if i == len(b) || depth > maxUsageDepth {
-		return 0, false
-	}
-	switch c := b[i]; {
-	case c == '"':
-		for j := i + 1; j < len(b); j++ {
-			switch c := b[j]; {
-			case c == '"':
-				return j + 1, true
-			case c == '\\' || c < 0x20:
-				return 0, false
-			}
-		}
-		return 0, false
-	case c == '{' || c == '[':
-		closer := byte('}')
-		if c == '[' {
-			closer = ']'
-		}
-		i = jsontext.SkipSpace(b, i+1)
-		if i < len(b) && b[i] == closer {
-			return i + 1, true
-		}
-		for {
-			if c == '{' {
-				_, end, plain := scanKey(b, i)
-				if !plain {
-					return 0, false
-				}
-				i = jsontext.SkipSpace(b, end)
-				if i == len(b) || b[i] != ':' {
-					return 0, false
-				}
-				i = jsontext.SkipSpace(b, i+1)
-			}
-			end, ok := skipStrict(b, i, depth+1)
-			if !ok {
-				return 0, false
-			}
-			i = jsontext.SkipSpace(b, end)
-			if i == len(b) {
-				return 0, false
-			}
-			switch b[i] {
-			case ',':
-				i = jsontext.SkipSpace(b, i+1)
-			case closer:
-				return i + 1, true
-			default:
-				return 0, false
-			}
-		}
-	case c == '-' || (c >= '0' && c <= '9'):
-		return scanNumber(b, i)
-	}
-	for _, lit := range [...]string{"null", "true", "false"} {
-		if bytes.HasPrefix(b[i:], []byte(lit)) {
-			return i + len(lit), true
-		}
-	}
-	return 0, false
 }
