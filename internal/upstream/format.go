@@ -81,6 +81,9 @@ type Endpoint struct {
 	URLs  [NumRoutes]string
 	Auth  Auth
 	Extra http.Header // the routes file's headers, sent on every call
+	// Forward is which client headers reach the provider: the format's own,
+	// plus the routes file's forward_headers (Forward.Allow).
+	Forward Forwarding
 	// Defaults are sent only when neither Extra nor the client set them
 	// (anthropic-version).
 	Defaults http.Header
@@ -112,6 +115,7 @@ func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, hea
 		return nil, fmt.Errorf("base_url: %w", err)
 	}
 	e := &Endpoint{Format: format, Auth: auth, Extra: http.Header{}, DefaultMaxTokens: maxTokens}
+	defer func() { e.Forward = formatForwarding(e.Format) }()
 	at := func(suffix string) string {
 		v := *u
 		v.Path = strings.TrimRight(u.Path, "/") + suffix
