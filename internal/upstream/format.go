@@ -115,7 +115,6 @@ func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, hea
 		return nil, fmt.Errorf("base_url: %w", err)
 	}
 	e := &Endpoint{Format: format, Auth: auth, Extra: http.Header{}, DefaultMaxTokens: maxTokens}
-	defer func() { e.Forward = formatForwarding(e.Format) }()
 	at := func(suffix string) string {
 		v := *u
 		v.Path = strings.TrimRight(u.Path, "/") + suffix
@@ -140,6 +139,7 @@ func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, hea
 	default:
 		return nil, fmt.Errorf("unknown format %q", format)
 	}
+	e.Forward = formatForwarding(e.Format)
 	for k, v := range headers {
 		if v != "" { // an unset ${VAR} leaves the header out rather than empty
 			e.Extra.Set(k, v)
