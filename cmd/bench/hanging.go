@@ -46,6 +46,7 @@ func hangingRoutes(mockURL string, rounds int) (providers, models string) {
     api_keys: ["${BENCH_UPSTREAM_KEY}"]
     max_concurrency: 4096
     timeouts: { connect: 2s, first_byte: 10s, total: 60s }
+    forward_headers: [X-Mock-Chunks, X-Mock-Chunk-Interval]
 `, mockURL)
 	fmt.Fprintf(&m, "  - name: %s\n    candidates: [{ provider: backup, model: %s }]\n", hangAloneModel, benchModel)
 	for r := range rounds {
@@ -56,6 +57,7 @@ func hangingRoutes(mockURL string, rounds int) (providers, models string) {
     max_concurrency: 4096
     timeouts: { connect: 2s, first_byte: %s, total: 60s }
     headers: { X-Mock-Hang-Rate: "1" }
+    forward_headers: [X-Mock-Chunks, X-Mock-Chunk-Interval]
     health: { failures: %d, cooldown: %s }
 `, hangingProvider(r), mockURL, hangFirstByte, hangFailures, hangCooldown)
 		fmt.Fprintf(&m, `  - name: %s

@@ -187,6 +187,7 @@ func routesYAML(mockURL, clientKey string, hangingRounds int, translate bool) st
     api_keys: ["${BENCH_UPSTREAM_KEY}"]
     max_concurrency: 4096
     timeouts: { connect: 2s, first_byte: 10s, total: 60s }
+    forward_headers: [X-Mock-Chunks, X-Mock-Chunk-Interval] # the phases shape the mock's streams
 %smodels:
   - name: %s
     candidates:

@@ -54,6 +54,7 @@ func tailRoutes(mockURL string) (providers, models string) {
     api_keys: ["${BENCH_UPSTREAM_KEY}"]
     max_concurrency: 4096
     timeouts: { connect: 2s, first_byte: 10s, total: 60s }
+    forward_headers: [X-Mock-Chunks, X-Mock-Chunk-Interval]
 `, tailBackup, mockURL)
 	for _, name := range []string{tailPrimaryOff, tailPrimaryHedged} {
 		fmt.Fprintf(&p, `  - name: %s
@@ -63,6 +64,7 @@ func tailRoutes(mockURL string) (providers, models string) {
     max_concurrency: 4096
     timeouts: { connect: 2s, first_byte: 10s, total: 60s }
     headers: { X-Mock-Slow-Rate: "%g", X-Mock-Slow-Delay: "%s" }
+    forward_headers: [X-Mock-Chunks, X-Mock-Chunk-Interval]
 `, name, mockURL, tailSlowRate, tailSlowDelay)
 	}
 	for _, r := range []struct{ model, primary, hedge string }{

@@ -40,6 +40,7 @@ func translateRoutes(mockURL string) (providers, models string) {
     api_keys: ["${BENCH_UPSTREAM_KEY}"]
     max_concurrency: 4096
     timeouts: { connect: 2s, first_byte: 10s, total: 60s }
+    forward_headers: [X-Mock-Chunks, X-Mock-Chunk-Interval]
 `, translateProvider, mockURL), fmt.Sprintf(`  - name: %s
     candidates:
       - { provider: %s, model: %s }

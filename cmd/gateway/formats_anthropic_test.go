@@ -73,7 +73,7 @@ func TestAnthropicClientToOpenAIProvider(t *testing.T) {
 	tools := toolCallProvider(t)
 	g := startFormats(t, `
 providers:
-  - { name: gpt, base_url: "`+url+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
+  - { name: gpt, base_url: "`+url+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, forward_headers: [X-Mock-Status] }
   - { name: tools, base_url: "`+tools+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
 models:
   - name: claude-sonnet

@@ -26,6 +26,7 @@ providers:
     api_keys: ["` + fmtProviderKey + `"]
     max_concurrency: 4
     default_max_tokens: 1000
+    forward_headers: [X-Mock-Status, X-Mock-Tool-Use] # the tests shape the mock's answers
 models:
   - name: claude-route
     candidates:

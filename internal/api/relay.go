@@ -75,12 +75,19 @@ func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCo
 }
 
 // commitHeaders sets the client's response headers from the upstream's.
+// A body without a Content-Type (upstream.Send let it through as JSON) is
+// labelled JSON: net/http would otherwise sniff one from its first bytes.
 func commitHeaders(h http.Header, a *candidates.Attempt) {
 	upstream.CopyResponseHeaders(h, a.Header())
 	if a.Stream() {
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Accel-Buffering", "no")
-	} else if n := a.ContentLength(); n >= 0 {
+		return
+	}
+	if _, ok := h["Content-Type"]; !ok {
+		h.Set("Content-Type", "application/json")
+	}
+	if n := a.ContentLength(); n >= 0 {
 		h.Set("Content-Length", strconv.FormatInt(n, 10))
 	}
 }

@@ -217,7 +217,10 @@ func admissionFailure(err error) Failure {
 // 401/402/403/429 and on the provider otherwise. Health counts what the
 // health contract names: 408 and 5xx for the provider, 401/403/429 for the
 // key; a 404 (the provider lacks the model) or a 402 fails over without
-// cooling anything.
+// cooling anything. A key-scoped refusal of a request that carried a header
+// value the client chose (ClientChosen) fails over without counting: the
+// key is shared by every client, and one client's header must not cool it
+// for all of them.
 func statusFailure(se *upstream.StatusError) Failure {
 	f := Failure{Status: report.CandidateFailed, Code: se.Code, ErrorType: report.ErrorTypeUpstreamHTTP,
 		Message: string(se.Body), Failover: true, Scope: ScopeProvider}
@@ -231,9 +234,9 @@ func statusFailure(se *upstream.StatusError) Failure {
 	}
 	switch {
 	case se.Code == http.StatusTooManyRequests:
-		f.Health, f.Capacity, f.RetryAfter = true, true, se.RetryAfter
+		f.Health, f.Capacity, f.RetryAfter = !se.ClientChosen, true, se.RetryAfter
 	case se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden:
-		f.Health, f.Auth = true, true
+		f.Health, f.Auth = !se.ClientChosen, true
 	case se.Code == http.StatusRequestTimeout || se.Code == http.StatusGatewayTimeout:
 		f.Health, f.Timeout = true, true
 	case se.Code >= 500:

@@ -24,6 +24,9 @@ func TestClassify(t *testing.T) {
 	status := func(code int, retryAfter time.Duration) error {
 		return &upstream.StatusError{Code: code, RetryAfter: retryAfter, Body: []byte(`{"error":"x"}`)}
 	}
+	chosen := func(code int) error {
+		return &upstream.StatusError{Code: code, Body: []byte(`{"error":"x"}`), ClientChosen: true}
+	}
 	cut := &upstream.ProtocolError{Err: io.ErrUnexpectedEOF}
 	type want struct {
 		row                  string
@@ -74,6 +77,17 @@ func TestClassify(t *testing.T) {
 			want{row: "failed/403/upstream_http_error", scope: ScopeKey, health: true, failover: true}},
 		{"402", status(402, 0), false, nil,
 			want{row: "failed/402/upstream_http_error", scope: ScopeKey, failover: true}},
+		// A refusal of a request that carried a header the client chose
+		// fails over as usual but cools no shared key; a provider fault
+		// still counts.
+		{"401 to a client-chosen header", chosen(401), false, nil,
+			want{row: "failed/401/upstream_http_error", scope: ScopeKey, failover: true}},
+		{"403 to a client-chosen header", chosen(403), false, nil,
+			want{row: "failed/403/upstream_http_error", scope: ScopeKey, failover: true}},
+		{"429 to a client-chosen header", chosen(429), false, nil,
+			want{row: "failed/429/upstream_http_error", scope: ScopeKey, failover: true, capacity: true}},
+		{"500 to a client-chosen header", chosen(500), false, nil,
+			want{row: "failed/500/upstream_http_error", scope: ScopeProvider, health: true, failover: true}},
 		{"400 relayed", status(400, 0), false, nil,
 			want{row: "failed/400/upstream_http_error", reqOutcome: "failed/400"}},
 		{"413 relayed", status(413, 0), false, nil,

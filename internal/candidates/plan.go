@@ -201,6 +201,7 @@ func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error)
 	if err != nil {
 		return nil, fmt.Errorf("provider %q: %w", pc.Name, err)
 	}
+	ep.Forward.Allow(pc.ForwardHeaders)
 	prov := &Provider{
 		Endpoint:       ep,
 		Name:           pc.Name,

@@ -39,6 +39,13 @@ type ProviderConfig struct {
 	QueueBudget    Duration          `yaml:"queue_budget"`
 	Timeouts       Timeouts          `yaml:"timeouts"`
 	Headers        map[string]string `yaml:"headers"`
+	// ForwardHeaders are client request headers forwarded to this provider
+	// besides its format's own (OpenAI-Beta; anthropic-version and
+	// anthropic-beta), e.g. OpenAI-Organization. Default none. A key-scoped
+	// refusal (401, 403, 429) of a request carrying one does not count for
+	// the key's health. Credentials, hop-by-hop and the gateway's own
+	// headers cannot be listed.
+	ForwardHeaders []string          `yaml:"forward_headers"`
 	Query          map[string]string `yaml:"query"`
 	Health         HealthConfig      `yaml:"health"`
 	StreamCommit   StreamCommit      `yaml:"stream_commit"`
@@ -517,6 +524,15 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		}
 		if strings.ContainsAny(p.Headers[k], "\r\n\x00") {
 			return v.fail(hp, " contains CR, LF or NUL")
+		}
+	}
+	for i, k := range p.ForwardHeaders {
+		fp := fmt.Sprintf("%s.forward_headers[%d]", path, i)
+		switch {
+		case !headerName.MatchString(k):
+			return v.fail(fp, ": %s is not a valid header name", quoteShort(k))
+		case upstream.NeverForwarded(k) || p.Auth.Style == AuthHeader && strings.EqualFold(k, p.Auth.Header):
+			return v.fail(fp, ": %s is never forwarded (credentials, hop-by-hop and the gateway's own headers)", quoteShort(k))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Query)) {

@@ -245,6 +245,18 @@ func TestParseRoutesErrorMessages(t *testing.T) {
 			path: "providers[1].api_keys", want: `line 14: providers[1].api_keys: auth none sends no key; remove api_keys (the provider gets one target)`,
 		},
 		{
+			name: "forward_headers invalid name", from: "format: openai", to: "format: openai\n    forward_headers: [\"OpenAI Organization\"]",
+			path: "providers[1].forward_headers[0]", want: `line 12: providers[1].forward_headers[0]: "OpenAI Organization" is not a valid header name`,
+		},
+		{
+			name: "forward_headers credentials", from: "format: openai", to: "format: openai\n    forward_headers: [OpenAI-Project, authorization]",
+			path: "providers[1].forward_headers[1]", want: `line 12: providers[1].forward_headers[1]: "authorization" is never forwarded (credentials, hop-by-hop and the gateway's own headers)`,
+		},
+		{
+			name: "forward_headers the auth header", from: "format: openai", to: "format: openai\n    auth: { header: x-key }\n    forward_headers: [X-Key]",
+			path: "providers[1].forward_headers[0]", want: `line 13: providers[1].forward_headers[0]: "X-Key" is never forwarded (credentials, hop-by-hop and the gateway's own headers)`,
+		},
+		{
 			name: "default_max_tokens on openai", from: "format: openai", to: "format: openai\n    default_max_tokens: 1024",
 			path: "providers[1].default_max_tokens", want: `line 12: providers[1].default_max_tokens applies only to format anthropic (this provider is openai)`,
 		},

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/llmgw/gateway/internal/secret"
@@ -60,6 +64,10 @@ func NewClient(opts ClientOptions) *Client {
 		TLSHandshakeTimeout:   opts.ConnectTimeout,
 		ExpectContinueTimeout: 0,
 		DisableCompression:    true,
+		// A provider's header block is a few KiB; one of megabytes is a
+		// fault (the answer fails over as a protocol error), not
+		// something to hold per attempt and relay.
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 		// net/http's 4 KiB buffers: requests are small and streamed bodies are
 		// read through the SSE reader's own buffer; 32 KiB ones cost 64 KiB per
 		// open upstream connection (most of the heap with 2,000 open streams).
@@ -78,6 +86,7 @@ type Call struct {
 	Extra        http.Header // provider headers from the routes file
 	Defaults     http.Header // headers sent only when neither Extra nor the client set them
 	ClientHeader http.Header // the client's headers, filtered here
+	Forward      *Forwarding // which of ClientHeader reach the provider; nil: none
 	Body         []byte
 	Stream       bool
 }
@@ -93,9 +102,7 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 		return nil, &ProtocolError{Err: err}
 	}
 	h := req.Header
-	if call.ClientHeader != nil {
-		ForwardRequestHeaders(h, call.ClientHeader)
-	}
+	chosen := ForwardRequestHeaders(h, call.ClientHeader, call.Forward)
 	for k, vv := range call.Extra {
 		h[k] = vv
 	}
@@ -107,7 +114,7 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 	h.Set("Content-Type", "application/json")
 	if call.Stream {
 		h.Set("Accept", "text/event-stream")
-	} else if h.Get("Accept") == "" {
+	} else {
 		h.Set("Accept", "application/json")
 	}
 	// The client's own credentials were filtered out above whatever the
@@ -127,6 +134,13 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 		return nil, &ConnectError{Provider: c.provider, Err: err}
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if !call.Stream && !jsonContentType(resp.Header.Get("Content-Type")) {
+			// The gateway answers JSON or SSE only: a provider page
+			// (text/html from a proxy in front of it) is not relayed on
+			// the gateway's origin, and another candidate may answer.
+			resp.Body.Close()
+			return nil, &ProtocolError{Err: fmt.Errorf("%w: %s", ErrNotJSON, strconv.Quote(clip(resp.Header.Get("Content-Type"), 64)))}
+		}
 		return resp, nil
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -136,7 +150,33 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
 		Header:     http.Header{},
 		Body:       body,
+
+		ClientChosen: chosen,
 	}
 	CopyResponseHeaders(se.Header, resp.Header)
 	return nil, se
+}
+
+// ErrNotJSON is the cause of a non-streaming 2xx answer whose Content-Type
+// is not JSON.
+var ErrNotJSON = errors.New("answer is not JSON")
+
+// jsonContentType reports whether a Content-Type names JSON
+// (application/json or a +json type). An absent one is taken for JSON: the
+// gateway labels what it relays itself, and a body that is not JSON fails
+// where it is read or translated.
+func jsonContentType(ct string) bool {
+	if ct == "" || strings.HasPrefix(ct, "application/json") && (len(ct) == 16 || ct[16] == ';' || ct[16] == ' ') {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
+// clip bounds provider text quoted in an error.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

@@ -26,6 +26,10 @@ type StatusError struct {
 	RetryAfter time.Duration // from Retry-After; 0 when absent
 	Header     http.Header   // upstream headers, already filtered for the client
 	Body       []byte
+	// ClientChosen: the request carried a header value the client chose
+	// (a beta flag, a header the routes file's forward_headers allows), so
+	// a key-scoped refusal may be the header's doing rather than the key's.
+	ClientChosen bool
 }
 
 func (e *StatusError) Error() string { return fmt.Sprintf("upstream answered %d", e.Code) }

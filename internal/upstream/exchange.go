@@ -3,9 +3,12 @@ package upstream
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"mime"
 	"net/http"
 	"time"
 
+	"github.com/llmgw/gateway/internal/jsontext"
 	"github.com/llmgw/gateway/internal/upstream/anthropic"
 	"github.com/llmgw/gateway/internal/upstream/anthropicclient"
 )
@@ -130,7 +133,29 @@ func (r *ChatRequest) Refusal(re *RequestError) *StatusError {
 
 // Relayed rewrites a provider's client-fault answer (400, 413, 422) from
 // ep's format into the client's, keeping the provider's message and status.
+// An answer that is not a JSON object (a proxy's HTML page) becomes the
+// route's error shape with the upstream status and a message of the
+// gateway's own: the gateway's origin serves JSON and SSE only, and the
+// provider's page is neither shown nor echoed.
 func (r *ChatRequest) Relayed(ep *Endpoint, se *StatusError) {
+	if !jsonObject(se) {
+		msg := fmt.Sprintf("the provider refused the request (%d %s) with a %s answer, not relayed",
+			se.Code, http.StatusText(se.Code), mediaType(se.Header.Get("Content-Type")))
+		if r.Route == RouteMessages {
+			se.Body = anthropicclient.ErrorBody(se.Code, msg)
+		} else {
+			se.Body = openAIError(msg, "invalid_request_error", "", "")
+		}
+		if se.Header == nil {
+			se.Header = http.Header{}
+		}
+		se.Header.Set("Content-Type", "application/json")
+		se.Header.Del("Content-Encoding")
+		return
+	}
+	if se.Header != nil && se.Header.Get("Content-Type") == "" {
+		se.Header.Set("Content-Type", "application/json") // else net/http sniffs one
+	}
 	if !ep.Translates(r.Route) {
 		return
 	}
@@ -145,6 +170,29 @@ func (r *ChatRequest) Relayed(ep *Endpoint, se *StatusError) {
 		se.Body = anthropicclient.ErrorFromOpenAI(se.Code, se.Body)
 	}
 	se.Header.Set("Content-Type", "application/json")
+}
+
+// jsonObject reports whether a provider's error answer is a JSON object
+// labelled as JSON (or not labelled at all).
+func jsonObject(se *StatusError) bool {
+	if !jsonContentType(se.Header.Get("Content-Type")) || se.Header.Get("Content-Encoding") != "" {
+		return false
+	}
+	i := jsontext.SkipSpace(se.Body, 0)
+	return i < len(se.Body) && se.Body[i] == '{' && jsontext.Valid(se.Body)
+}
+
+// mediaType names a provider's Content-Type in a message: its media type
+// when it parses as one, never the raw text.
+func mediaType(ct string) string {
+	if ct == "" {
+		return "non-JSON"
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || len(mt) > 64 {
+		return "non-JSON"
+	}
+	return mt
 }
 
 // openAIError is an OpenAI-shaped error body; param and code "" are null.

@@ -216,6 +216,7 @@ func TestSendAuthStyles(t *testing.T) {
 	var got http.Header
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = r.Header.Clone()
+		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, "{}")
 	}))
 	defer ts.Close()
@@ -251,7 +252,8 @@ func TestSendAuthStyles(t *testing.T) {
 	for _, tt := range []struct {
 		client, extra, want string
 	}{{"2024-10-22", "", "2024-10-22"}, {"2024-10-22", "2023-01-01", "2023-01-01"}} {
-		call := &Call{URL: ts.URL, Auth: Auth{Style: AuthNone}, ClientHeader: http.Header{"Anthropic-Version": {tt.client}},
+		fwd := formatForwarding(FormatAnthropic)
+		call := &Call{URL: ts.URL, Auth: Auth{Style: AuthNone}, ClientHeader: http.Header{"Anthropic-Version": {tt.client}}, Forward: &fwd,
 			Defaults: http.Header{"Anthropic-Version": {AnthropicVersion}}, Extra: http.Header{}}
 		if tt.extra != "" {
 			call.Extra.Set("Anthropic-Version", tt.extra)

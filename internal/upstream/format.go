@@ -81,6 +81,9 @@ type Endpoint struct {
 	URLs  [NumRoutes]string
 	Auth  Auth
 	Extra http.Header // the routes file's headers, sent on every call
+	// Forward is which client headers reach the provider: the format's own,
+	// plus the routes file's forward_headers (Forward.Allow).
+	Forward Forwarding
 	// Defaults are sent only when neither Extra nor the client set them
 	// (anthropic-version).
 	Defaults http.Header
@@ -136,6 +139,7 @@ func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, hea
 	default:
 		return nil, fmt.Errorf("unknown format %q", format)
 	}
+	e.Forward = formatForwarding(e.Format)
 	for k, v := range headers {
 		if v != "" { // an unset ${VAR} leaves the header out rather than empty
 			e.Extra.Set(k, v)

@@ -293,6 +293,7 @@ func FuzzErrorAnswer(f *testing.F) {
 		if validHeaderValue(a.RetryAfter) {
 			w.Header().Set("Retry-After", a.RetryAfter)
 		}
+		w.Header().Set("Content-Type", "application/json") // a 2xx of another type is a protocol error
 		w.WriteHeader(a.Status)
 		_, _ = w.Write(a.Body)
 	}))
