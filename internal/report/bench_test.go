@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/llmgw/gateway/internal/secret"
 )
 
 // benchCandidate is what the attempt loop records for a finished attempt.
@@ -236,6 +238,13 @@ func BenchmarkSpoolAppend(b *testing.B) {
 // a provider's error body is the case redaction exists for.
 func BenchmarkSanitize(b *testing.B) {
 	now := baseTime
+	// A gateway's known secrets: 16 provider keys of several shapes.
+	var keys []string
+	for i := range 16 {
+		keys = append(keys, fmt.Sprintf("gsk_%02dBenchKey0123456789abcdefghijklmnopqrstuvwxyzAB", i),
+			fmt.Sprintf("%02d5e17e1a0c0ffee00d15ea5e0ba5eb", i))
+	}
+	red := secret.NewRedactor(keys...)
 	failed := benchCandidate(uuid.New(), 1)
 	failed.Status, failed.StatusCode, failed.ErrorType = CandidateFailed, 401, ErrorTypeUpstreamHTTP
 	failed.ErrorMessage = `{"error":{"message":"Incorrect API key provided. You can find your API key at ` +
@@ -254,7 +263,7 @@ func BenchmarkSanitize(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				rec := bc.rec
-				if reject := rec.sanitize(now); reject != "" {
+				if reject := rec.sanitize(now, red); reject != "" {
 					b.Fatal(reject)
 				}
 			}
