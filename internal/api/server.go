@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -318,12 +320,25 @@ func encodeModels(names []string) []byte {
 	return b
 }
 
+// requireAdmin guards /admin/* and /debug/pprof/* with the admin token. A
+// missing token and a wrong one get different messages, so an operator
+// knows whether the console sent nothing or sent the wrong thing; neither
+// says anything of the token. The comparison is of SHA-256 digests in
+// constant time: comparing the raw strings would return early on a length
+// mismatch and so time the token's length.
 func (s *Server) requireAdmin(next http.Handler) http.Handler {
-	want := []byte("Bearer " + s.opts.AdminToken.Reveal())
+	want := sha256.Sum256([]byte("Bearer " + s.opts.AdminToken.Reveal()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			writeError(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "admin token required")
+		got := r.Header.Get("Authorization")
+		if strings.TrimSpace(got) == "" || strings.TrimSpace(got) == "Bearer" {
+			writeError(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "",
+				"admin token required: send Authorization: Bearer <GATEWAY_ADMIN_TOKEN>")
+			return
+		}
+		sum := sha256.Sum256([]byte(got))
+		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			writeError(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "",
+				"admin token is not valid")
 			return
 		}
 		next.ServeHTTP(w, r)
