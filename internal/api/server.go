@@ -76,12 +76,17 @@ type Options struct {
 	MaxRequestBytes    int64
 	StreamWriteTimeout time.Duration
 	AdminToken         secret.String
-	PProf              bool
-	Metrics            http.Handler // nil: no /metrics
-	Logger             *slog.Logger
-	Observe            Observer      // the API's measurements; optional
-	ReadBodyTimeout    time.Duration // bounds reading a request body; 0 = none
-	AccessLog          bool          // one info line per API request (GATEWAY_ACCESS_LOG)
+	// Redactor holds the secrets the gateway knows. A provider's 400, 413
+	// or 422 body relayed to the client, and every /admin answer (records
+	// written before redaction by value existed included), are cleaned of
+	// them. Nil: sent as they are.
+	Redactor        *secret.Redactor
+	PProf           bool
+	Metrics         http.Handler // nil: no /metrics
+	Logger          *slog.Logger
+	Observe         Observer      // the API's measurements; optional
+	ReadBodyTimeout time.Duration // bounds reading a request body; 0 = none
+	AccessLog       bool          // one info line per API request (GATEWAY_ACCESS_LOG)
 	// TestHook, when set, is called at named points of an attempt
 	// ("attempt" before the provider call, through the Runner; "streaming"
 	// after the first event reached the client). Fault tests use it to
@@ -346,7 +351,7 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 }
 
 func (s *Server) adminAdmission(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.opts.Admission.Stats())
+	s.writeAdmin(w, s.opts.Admission.Stats())
 }
 
 func (s *Server) adminHealth(w http.ResponseWriter, _ *http.Request) {
@@ -354,7 +359,7 @@ func (s *Server) adminHealth(w http.ResponseWriter, _ *http.Request) {
 	if s.opts.Health != nil {
 		targets = s.opts.Health.Snapshot()
 	}
-	writeJSON(w, http.StatusOK, targets) // one object per target
+	s.writeAdmin(w, targets) // one object per target
 }
 
 func (s *Server) adminRequest(w http.ResponseWriter, r *http.Request) {
@@ -377,7 +382,18 @@ func (s *Server) adminRequest(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusServiceUnavailable, typeServer, codeInternal, "", "the record store is unavailable")
 		return
 	}
-	writeJSON(w, http.StatusOK, tl)
+	s.writeAdmin(w, tl)
+}
+
+// writeAdmin answers an /admin read with v as JSON, without the known
+// secrets: the ledger's error messages and the last reload error are
+// provider or operator text.
+func (s *Server) writeAdmin(w http.ResponseWriter, v any) {
+	b, _ := json.Marshal(v)
+	b = s.opts.Redactor.RedactBytes(b)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
