@@ -106,7 +106,7 @@ func BenchmarkWriterThroughput(b *testing.B) {
 		mode := bc.mode
 		b.Run(fmt.Sprintf("%s/batch=%d", mode, bc.batchSize), func(b *testing.B) {
 			dsn := migratedURL(b)
-			w, _ := newTestWriter(b, dsn, func(o *Options) { o.BatchSize = bc.batchSize })
+			w, _ := newTestWriter(b, dsn, func(o *Options) { o.BatchSize, o.Redactor = bc.batchSize, benchRedactor() })
 			w.Start(context.Background())
 			waitFor(b, "state ok", 10*time.Second, func() bool { return w.State() == StateOK })
 			const rowsPerOp = 50_000
@@ -238,13 +238,7 @@ func BenchmarkSpoolAppend(b *testing.B) {
 // a provider's error body is the case redaction exists for.
 func BenchmarkSanitize(b *testing.B) {
 	now := baseTime
-	// A gateway's known secrets: 16 provider keys of several shapes.
-	var keys []string
-	for i := range 16 {
-		keys = append(keys, fmt.Sprintf("gsk_%02dBenchKey0123456789abcdefghijklmnopqrstuvwxyzAB", i),
-			fmt.Sprintf("%02d5e17e1a0c0ffee00d15ea5e0ba5eb", i))
-	}
-	red := secret.NewRedactor(keys...)
+	red := benchRedactor()
 	failed := benchCandidate(uuid.New(), 1)
 	failed.Status, failed.StatusCode, failed.ErrorType = CandidateFailed, 401, ErrorTypeUpstreamHTTP
 	failed.ErrorMessage = `{"error":{"message":"Incorrect API key provided. You can find your API key at ` +
@@ -269,4 +263,14 @@ func BenchmarkSanitize(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchRedactor knows a gateway's secrets: 32 provider keys of two shapes.
+func benchRedactor() *secret.Redactor {
+	var keys []string
+	for i := range 16 {
+		keys = append(keys, fmt.Sprintf("gsk_%02dBenchKey0123456789abcdefghijklmnopqrstuvwxyzAB", i),
+			fmt.Sprintf("%02d5e17e1a0c0ffee00d15ea5e0ba5eb", i))
+	}
+	return secret.NewRedactor(keys...)
 }
