@@ -239,3 +239,32 @@ func BenchmarkLogHandler(b *testing.B) {
 		})
 	}
 }
+
+// holdHandler counts the holds it is given, as logsink.Handler holds lines.
+type holdHandler struct {
+	slog.Handler
+	holds, releases int
+}
+
+func (h *holdHandler) Hold()          { h.holds++ }
+func (h *holdHandler) Release() error { h.releases++; return nil }
+
+// TestLogHandlerKeepsHold protects the access log's batched writes: the
+// hold of the handler beneath stays reachable through the redacting one.
+func TestLogHandlerKeepsHold(t *testing.T) {
+	inner := &holdHandler{Handler: slog.NewTextHandler(io.Discard, nil)}
+	h := slog.New(NewLogHandler(inner, NewRedactor(keyGroq))).Handler()
+	hold, ok := h.(interface {
+		Hold()
+		Release() error
+	})
+	if !ok {
+		t.Fatal("the redacting handler hides the hold")
+	}
+	hold.Hold()
+	_ = hold.Release()
+	if inner.holds != 1 || inner.releases != 1 {
+		t.Fatalf("holds %d, releases %d; want 1 and 1", inner.holds, inner.releases)
+	}
+	NewLogHandler(slog.NewTextHandler(io.Discard, nil), nil).Hold() // no hold beneath: nothing to do
+}
