@@ -37,6 +37,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	g.SkipDelay = sigs.skipDelay
+	log = g.Log // redacts the secrets of the configuration and routes
 	// SIGHUP or a change of the routes file reloads it; the watch ends
 	// (after a reload in progress) when serve returns.
 	stopWatch := g.WatchConfig(sigs.hup)

@@ -52,5 +52,5 @@ func (s *Server) adminConfig(w http.ResponseWriter, r *http.Request) {
 		e.At = e.At.UTC().Truncate(time.Second)
 		st.LastError = &e
 	}
-	writeJSON(w, http.StatusOK, st)
+	s.writeAdmin(w, st)
 }

@@ -92,7 +92,7 @@ func (s *Server) adminRequests(w http.ResponseWriter, r *http.Request) {
 		s.storeUnavailable(w, r, "admin request list failed", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	s.writeAdmin(w, page)
 }
 
 // adminProviderStats serves GET /admin/stats/providers?window=1h: attempts
@@ -120,7 +120,7 @@ func (s *Server) adminProviderStats(w http.ResponseWriter, r *http.Request) {
 		s.storeUnavailable(w, r, "admin provider stats failed", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, stats)
+	s.writeAdmin(w, stats)
 }
 
 // single returns query parameter name ("" when absent); a parameter given

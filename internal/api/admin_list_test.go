@@ -74,9 +74,19 @@ models:
 // adminGet serves one GET and decodes the error body, if any.
 func adminGet(t *testing.T, s *Server, target, token string) (int, errorDetail) {
 	t.Helper()
-	req := httptest.NewRequest(http.MethodGet, target, nil)
+	auth := ""
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		auth = "Bearer " + token
+	}
+	return adminGetRaw(t, s, target, auth)
+}
+
+// adminGetRaw is adminGet with the whole Authorization header ("" for none).
+func adminGetRaw(t *testing.T, s *Server, target, auth string) (int, errorDetail) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, target, nil)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, req)

@@ -202,7 +202,9 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *candidates.
 		h := w.Header()
 		upstream.CopyResponseHeaders(h, out.Relay.Header)
 		w.WriteHeader(out.Relay.Code)
-		_, _ = w.Write(out.Relay.Body)
+		// The provider's own words: a provider that echoes the key it
+		// was sent must not hand the operator's key to the client.
+		_, _ = w.Write(s.opts.Redactor.RedactBytes(out.Relay.Body))
 	case out.ErrorType == report.ErrorTypeClientCancelled:
 		// Nobody is listening.
 	case out.ErrorType == report.ErrorTypeShutdown && out.Code == "":

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -74,12 +76,17 @@ type Options struct {
 	MaxRequestBytes    int64
 	StreamWriteTimeout time.Duration
 	AdminToken         secret.String
-	PProf              bool
-	Metrics            http.Handler // nil: no /metrics
-	Logger             *slog.Logger
-	Observe            Observer      // the API's measurements; optional
-	ReadBodyTimeout    time.Duration // bounds reading a request body; 0 = none
-	AccessLog          bool          // one info line per API request (GATEWAY_ACCESS_LOG)
+	// Redactor holds the secrets the gateway knows. A provider's 400, 413
+	// or 422 body relayed to the client, and every /admin answer (records
+	// written before redaction by value existed included), are cleaned of
+	// them. Nil: sent as they are.
+	Redactor        *secret.Redactor
+	PProf           bool
+	Metrics         http.Handler // nil: no /metrics
+	Logger          *slog.Logger
+	Observe         Observer      // the API's measurements; optional
+	ReadBodyTimeout time.Duration // bounds reading a request body; 0 = none
+	AccessLog       bool          // one info line per API request (GATEWAY_ACCESS_LOG)
 	// TestHook, when set, is called at named points of an attempt
 	// ("attempt" before the provider call, through the Runner; "streaming"
 	// after the first event reached the client). Fault tests use it to
@@ -323,12 +330,25 @@ func encodeModels(names []string) []byte {
 	return b
 }
 
+// requireAdmin guards /admin/* and /debug/pprof/* with the admin token. A
+// missing token and a wrong one get different messages, so an operator
+// knows whether the console sent nothing or sent the wrong thing; neither
+// says anything of the token. The comparison is of SHA-256 digests in
+// constant time: comparing the raw strings would return early on a length
+// mismatch and so time the token's length.
 func (s *Server) requireAdmin(next http.Handler) http.Handler {
-	want := []byte("Bearer " + s.opts.AdminToken.Reveal())
+	want := sha256.Sum256([]byte("Bearer " + s.opts.AdminToken.Reveal()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
-			writeError(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "admin token required")
+		got := r.Header.Get("Authorization")
+		if strings.TrimSpace(got) == "" || strings.TrimSpace(got) == "Bearer" {
+			writeError(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "",
+				"admin token required: send Authorization: Bearer <GATEWAY_ADMIN_TOKEN>")
+			return
+		}
+		sum := sha256.Sum256([]byte(got))
+		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			writeError(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "",
+				"admin token is not valid")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -336,7 +356,7 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 }
 
 func (s *Server) adminAdmission(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.opts.Admission.Stats())
+	s.writeAdmin(w, s.opts.Admission.Stats())
 }
 
 func (s *Server) adminHealth(w http.ResponseWriter, _ *http.Request) {
@@ -344,7 +364,7 @@ func (s *Server) adminHealth(w http.ResponseWriter, _ *http.Request) {
 	if s.opts.Health != nil {
 		targets = s.opts.Health.Snapshot()
 	}
-	writeJSON(w, http.StatusOK, targets) // one object per target
+	s.writeAdmin(w, targets) // one object per target
 }
 
 func (s *Server) adminRequest(w http.ResponseWriter, r *http.Request) {
@@ -367,7 +387,18 @@ func (s *Server) adminRequest(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusServiceUnavailable, typeServer, codeInternal, "", "the record store is unavailable")
 		return
 	}
-	writeJSON(w, http.StatusOK, tl)
+	s.writeAdmin(w, tl)
+}
+
+// writeAdmin answers an /admin read with v as JSON, without the known
+// secrets: the ledger's error messages and the last reload error are
+// provider or operator text.
+func (s *Server) writeAdmin(w http.ResponseWriter, v any) {
+	b, _ := json.Marshal(v)
+	b = s.opts.Redactor.RedactBytes(b)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

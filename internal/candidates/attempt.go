@@ -424,10 +424,13 @@ func (a *Attempt) nextEvent() ([]byte, error) {
 		out, err := a.event(ev, true)
 		if err != nil {
 			// After the commit point an error event ends a translated
-			// stream; what came before it in ev goes out first.
+			// stream; what came before it in ev goes out first. A
+			// pass-through stream relays the event itself, provider text
+			// that may echo the key.
 			if len(out) == 0 {
 				return nil, &upstream.ProtocolError{Err: err}
 			}
+			out = a.w.r.Redact.RedactBytes(out)
 			a.later = &upstream.ProtocolError{Err: err}
 		}
 		if len(out) > 0 {

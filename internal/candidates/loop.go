@@ -11,6 +11,7 @@ import (
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/secret"
 	"github.com/llmgw/gateway/internal/upstream"
 	"github.com/llmgw/gateway/internal/watchdog"
 )
@@ -134,6 +135,11 @@ type Runner struct {
 	Budget *RetryBudget // bounds attempts beyond a request's first; nil: unbounded
 	// HedgeMinDelay floors a hedge delay taken from a latency percentile.
 	HedgeMinDelay time.Duration
+	// Redact holds the secrets the gateway knows. A provider's error event
+	// relayed to the client after the commit point is cleaned of them: a
+	// provider that echoes the key it was sent must not hand it to the
+	// client. Only error events pay for the scan. Nil: relayed as sent.
+	Redact *secret.Redactor
 	// TestHook, when set, is called with "attempt" before each provider
 	// call. Fault tests use it to inject panics.
 	TestHook func(point string)

@@ -106,7 +106,7 @@ func (w *Writer) prepare(batch []record) []record {
 	now := w.now()
 	kept := batch[:0]
 	for i := range batch {
-		if reject := batch[i].sanitize(now); reject != "" {
+		if reject := batch[i].sanitize(now, w.opts.Redactor); reject != "" {
 			w.reject(1, reject)
 			continue
 		}

@@ -23,7 +23,7 @@ func FuzzCleanMessage(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got := cleanMessage(s)
+		got := cleanMessage(s, nil)
 		if !utf8.ValidString(got) || strings.IndexByte(got, 0) >= 0 {
 			t.Fatalf("not storable as text: %q", got)
 		}

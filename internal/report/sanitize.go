@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/llmgw/gateway/internal/secret"
 )
 
 const (
@@ -151,13 +153,30 @@ func truncateUTF8(s string, max int) string {
 }
 
 // cleanMessage prepares an error message for storage: clean, redacted, 1 KiB.
-func cleanMessage(s string) string {
+// The known secrets go first, by value (red; nil for none), then whatever
+// else looks like a credential (the shape rules, a second net for keys the
+// gateway was never told: a client's, another account's).
+func cleanMessage(s string, red *secret.Redactor) string {
 	if s == "" {
 		return s
 	}
 	s = cleanText(s, redactWindow)
+	s = red.Redact(s)
 	s = redactSecrets(s)
 	return truncateUTF8(s, maxMessageBytes)
+}
+
+// cleanField is cleanText for the other text columns, with the known
+// secrets removed: none of them should hold one, but a client's request id
+// or a misconfigured label is text the gateway does not control. The scan
+// skips strings shorter than a key's echo at once.
+func cleanField(s string, red *secret.Redactor) string {
+	s = cleanText(s, maxFieldBytes)
+	if r := red.Redact(s); r != s {
+		// A cut echo of a non-ASCII secret may leave half a rune.
+		s = cleanText(r, maxFieldBytes)
+	}
+	return s
 }
 
 // originOf reduces an endpoint to scheme://host[:port]. The gateway is expected
@@ -202,8 +221,9 @@ func fitsInt32(v int) bool {
 }
 
 // sanitizeCandidate cleans c in place and reports why it cannot be stored at all
-// ("" when it can). now fills a missing CreatedAt.
-func sanitizeCandidate(c *Candidate, now time.Time) (reject string) {
+// ("" when it can). now fills a missing CreatedAt; red holds the secrets the
+// gateway knows (nil: none).
+func sanitizeCandidate(c *Candidate, now time.Time, red *secret.Redactor) (reject string) {
 	if _, ok := candidateRank[c.Status]; !ok {
 		return "unknown candidate status"
 	}
@@ -213,17 +233,17 @@ func sanitizeCandidate(c *Candidate, now time.Time) (reject string) {
 	if c.Index < 0 || c.RetryIndex < 0 || !fitsInt32(c.Index) || !fitsInt32(c.RetryIndex) {
 		return "candidate index out of range"
 	}
-	c.Provider = cleanText(c.Provider, maxFieldBytes)
-	c.Endpoint = cleanText(originOf(c.Endpoint), maxFieldBytes)
+	c.Provider = cleanField(c.Provider, red)
+	c.Endpoint = cleanField(originOf(c.Endpoint), red)
 	if c.KeyID != "" && !isFingerprintLabel(c.KeyID) {
 		// A key id is meant to be a label or fingerprint; redact in case a caller
 		// passed the key itself.
-		c.KeyID = cleanText(redactSecrets(cleanText(c.KeyID, maxFieldBytes)), maxFieldBytes)
+		c.KeyID = cleanText(redactSecrets(cleanField(c.KeyID, red)), maxFieldBytes)
 	}
-	c.Model = cleanText(c.Model, maxFieldBytes)
-	c.SkipReason = cleanText(c.SkipReason, maxFieldBytes)
-	c.ErrorType = cleanText(c.ErrorType, maxFieldBytes)
-	c.ErrorMessage = cleanMessage(c.ErrorMessage)
+	c.Model = cleanField(c.Model, red)
+	c.SkipReason = cleanField(c.SkipReason, red)
+	c.ErrorType = cleanField(c.ErrorType, red)
+	c.ErrorMessage = cleanMessage(c.ErrorMessage, red)
 	if !fitsInt32(c.StatusCode) || c.StatusCode < 0 {
 		c.StatusCode = 0
 	}
@@ -236,19 +256,19 @@ func sanitizeCandidate(c *Candidate, now time.Time) (reject string) {
 }
 
 // sanitizeRequest is sanitizeCandidate for requests.
-func sanitizeRequest(r *Request, now time.Time) (reject string) {
+func sanitizeRequest(r *Request, now time.Time, red *secret.Redactor) (reject string) {
 	if _, ok := requestRank[r.Status]; !ok {
 		return "unknown request status"
 	}
 	if r.ID == uuid.Nil {
 		return "nil request id"
 	}
-	r.ClientRequestID = cleanText(r.ClientRequestID, maxFieldBytes)
-	r.Model = cleanText(r.Model, maxFieldBytes)
-	r.Replica = cleanText(r.Replica, maxFieldBytes)
-	r.Client = cleanText(r.Client, maxFieldBytes)
-	r.Priority = cleanText(r.Priority, maxFieldBytes)
-	r.ErrorType = cleanText(r.ErrorType, maxFieldBytes)
+	r.ClientRequestID = cleanField(r.ClientRequestID, red)
+	r.Model = cleanField(r.Model, red)
+	r.Replica = cleanField(r.Replica, red)
+	r.Client = cleanField(r.Client, red)
+	r.Priority = cleanField(r.Priority, red)
+	r.ErrorType = cleanField(r.ErrorType, red)
 	if !fitsInt32(r.StatusCode) || r.StatusCode < 0 {
 		r.StatusCode = 0
 	}
@@ -264,12 +284,12 @@ func sanitizeRequest(r *Request, now time.Time) (reject string) {
 }
 
 // sanitize cleans rec in place; see sanitizeCandidate.
-func (rec *record) sanitize(now time.Time) (reject string) {
+func (rec *record) sanitize(now time.Time, red *secret.Redactor) (reject string) {
 	switch rec.kind {
 	case kindRequest:
-		return sanitizeRequest(&rec.req, now)
+		return sanitizeRequest(&rec.req, now, red)
 	case kindCandidate:
-		return sanitizeCandidate(&rec.cand, now)
+		return sanitizeCandidate(&rec.cand, now, red)
 	default:
 		return "unknown record kind"
 	}

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/llmgw/gateway/internal/secret"
 )
 
 // TestOriginOf protects the "endpoint origin only" contract: no path, query,
@@ -52,7 +54,7 @@ func TestCleanMessage(t *testing.T) {
 	leaks := []string{"abc.def-123_xyz", "AbCdEf0123456789xyz", "abcdefghijklmnop", "0123456789abcdef0123",
 		"AIzaSyA-0123456789", "hunter2hunter2", "plainsecretvalue", "ghp_0123456789", "dXNlcjpwYXNzd29yZA", "xyz9"}
 	for i, s := range secrets {
-		got := cleanMessage(s)
+		got := cleanMessage(s, nil)
 		if strings.Contains(got, leaks[i]) {
 			t.Errorf("cleanMessage(%q) = %q, still contains %q", s, got, leaks[i])
 		}
@@ -63,23 +65,23 @@ func TestCleanMessage(t *testing.T) {
 	// Ordinary messages survive untouched.
 	for _, s := range []string{"upstream returned 503 Service Unavailable", "Stream first byte timeout",
 		"dial tcp 127.0.0.1:9001: connect: connection refused", "task-queue overloaded, risk-free retry"} {
-		if got := cleanMessage(s); got != s {
+		if got := cleanMessage(s, nil); got != s {
 			t.Errorf("cleanMessage(%q) = %q, want it unchanged", s, got)
 		}
 	}
 
 	long := strings.Repeat("é", 2000) // 2 bytes per rune: the cut must not split one
-	got := cleanMessage(long)
+	got := cleanMessage(long, nil)
 	if len(got) > maxMessageBytes || !utf8.ValidString(got) || len(got) < maxMessageBytes-1 {
 		t.Errorf("long message: %d bytes, valid UTF-8 %v; want <= %d, valid", len(got), utf8.ValidString(got), maxMessageBytes)
 	}
 	dirty := "a\x00b\xffc"
-	if got := cleanMessage(dirty); strings.ContainsRune(got, 0) || !utf8.ValidString(got) || !strings.HasPrefix(got, "a") {
+	if got := cleanMessage(dirty, nil); strings.ContainsRune(got, 0) || !utf8.ValidString(got) || !strings.HasPrefix(got, "a") {
 		t.Errorf("cleanMessage(%q) = %q, want NUL and invalid bytes replaced", dirty, got)
 	}
 	// A token straddling the 1 KiB cut is redacted before the cut.
 	straddle := strings.Repeat("x ", 505) + "sk-" + strings.Repeat("A", 40)
-	if got := cleanMessage(straddle); strings.Contains(got, "sk-AAAA") {
+	if got := cleanMessage(straddle, nil); strings.Contains(got, "sk-AAAA") {
 		t.Errorf("token at the cut leaked: %q", got[len(got)-20:])
 	}
 }
@@ -112,16 +114,16 @@ func TestSanitizeRejects(t *testing.T) {
 	for _, tt := range tests {
 		c := good
 		tt.mod(&c)
-		if reject := sanitizeCandidate(&c, now); reject == "" {
+		if reject := sanitizeCandidate(&c, now, nil); reject == "" {
 			t.Errorf("%s: accepted, want rejected", tt.name)
 		}
 	}
 	c := good
-	if reject := sanitizeCandidate(&c, now); reject != "" || !c.CreatedAt.Equal(now) {
+	if reject := sanitizeCandidate(&c, now, nil); reject != "" || !c.CreatedAt.Equal(now) {
 		t.Errorf("good record: reject %q, CreatedAt %v; want accepted with CreatedAt defaulted", reject, c.CreatedAt)
 	}
 	r := Request{ID: uuid.New(), Status: "weird"}
-	if reject := sanitizeRequest(&r, now); reject == "" {
+	if reject := sanitizeRequest(&r, now, nil); reject == "" {
 		t.Error("request with unknown status accepted")
 	}
 }
@@ -197,6 +199,45 @@ func TestIsFingerprintLabel(t *testing.T) {
 	} {
 		if got := isFingerprintLabel(in); got != want {
 			t.Errorf("isFingerprintLabel(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+// TestSanitizeRedactsKnownKeys protects the ledger from keys the shape
+// rules do not know (Groq, xAI, Perplexity, hex): the writer's Redactor
+// removes every configured key by value, whole or echoed in part, from
+// error_message and from every other text column, before a record is
+// written or spooled.
+func TestSanitizeRedactsKnownKeys(t *testing.T) {
+	keys := []string{
+		"gsk_TestGr0qKey1234567890abcdefghijklmnopqrstuvwxyzAB",
+		"xai-TestxAIKey1234567890abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01",
+		"pplx-TestPp1xKey1234567890abcdefghijklmnopqrstuv",
+		"0123456789abcdef0123456789abcdef",
+		"0123456789abcdef0123456789abcdef0123456789abcdeffedcba9876543210",
+	}
+	red := secret.NewRedactor(keys...)
+	now := time.Now()
+	for _, k := range keys {
+		c := Candidate{RequestID: uuid.New(), Status: CandidateFailed, KeyID: "label " + k,
+			Model: "m-" + k[:10], ErrorMessage: `{"error":{"message":"Incorrect API key provided: ` + k[:12] + "****" + k[len(k)-4:] +
+				`"}} and later ` + k}
+		r := Request{ID: uuid.New(), Status: RequestFailed, ClientRequestID: k}
+		if reject := sanitizeCandidate(&c, now, red); reject != "" {
+			t.Fatal(reject)
+		}
+		if reject := sanitizeRequest(&r, now, red); reject != "" {
+			t.Fatal(reject)
+		}
+		for _, got := range []string{c.ErrorMessage, c.KeyID, c.Model, r.ClientRequestID} {
+			for _, part := range []string{k[:8], k[len(k)-8:]} {
+				if strings.Contains(got, part) {
+					t.Errorf("stored %q still holds %q of key %s…", got, part, k[:4])
+				}
+			}
+		}
+		if !strings.Contains(c.ErrorMessage, "Incorrect API key provided: [REDACTED]") {
+			t.Errorf("error_message = %q, want the echo replaced by [REDACTED]", c.ErrorMessage)
 		}
 	}
 }

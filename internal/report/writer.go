@@ -69,6 +69,11 @@ type Options struct {
 	Replica string
 	// Logger receives the writer's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Redactor holds the secrets the gateway knows (provider keys, its
+	// tokens and passwords). Every text column is cleaned of them before a
+	// record is written or spooled, error_message above all: providers echo
+	// keys in their error bodies. Nil: only the shape rules apply.
+	Redactor *secret.Redactor
 }
 
 // Stats are cumulative row counts since NewWriter, plus the current queue depth.
@@ -284,7 +289,7 @@ func (w *Writer) enqueue(rec record) {
 	}
 	// Queue full: Postgres is slow or down and the batcher is behind. Spool the
 	// record here rather than block the request or lose it.
-	if reject := rec.sanitize(w.now()); reject != "" {
+	if reject := rec.sanitize(w.now(), w.opts.Redactor); reject != "" {
 		w.reject(1, reject)
 		return
 	}

@@ -108,6 +108,9 @@ type reloadState struct {
 	// reload and at Close.
 	clients map[string]providerClient
 	retired []*upstream.Client
+	// secrets are every secret value the gateway was ever configured
+	// with, those of retired routes files included (learnSecrets).
+	secrets []string
 }
 
 type providerClient struct {
@@ -180,6 +183,9 @@ func (g *Gateway) Reload(trigger string) error {
 		return g.reloadFailed(trigger, digest, fmt.Errorf("routes file %s: %w", path, err))
 	}
 	old := g.API.Routing()
+	// Before the swap: an error of the first request sent with a new key
+	// is already redacted.
+	g.learnSecrets(rf.Routes)
 	retired := g.attachClients(planner)
 	g.Metrics.SetProviders(planner.Providers())
 	g.API.SetRouting(api.NewRouting(rf.Routes, planner, api.NewClientKeys(rf.Routes.Clients)))

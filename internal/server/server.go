@@ -22,6 +22,7 @@ import (
 	"github.com/llmgw/gateway/internal/metrics"
 	"github.com/llmgw/gateway/internal/quota"
 	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/secret"
 	"github.com/llmgw/gateway/internal/upstream"
 )
 
@@ -38,7 +39,13 @@ type Gateway struct {
 	Metrics   *metrics.Metrics
 	Health    *health.Tracker
 	Quota     *quota.Store // shared limits in Redis; nil without GATEWAY_REDIS_URL
-	Log       *slog.Logger
+	// Log is the logger New was given, behind a secret.LogHandler: no
+	// line of the gateway's holds a secret it knows.
+	Log *slog.Logger
+	// Redactor holds every secret of the configuration and the routes
+	// (secretsOf), for the records, the relayed provider errors, the admin
+	// answers and the logs; reloads add the new routes' secrets.
+	Redactor *secret.Redactor
 
 	// SkipDelay, once closed, ends GATEWAY_SHUTDOWN_DELAY early so the drain
 	// starts at once: cmd/gateway closes it on a second SIGTERM or SIGINT, for
@@ -62,7 +69,10 @@ func (nopRecorder) RecordCandidate(report.Candidate) {}
 // New builds a gateway. It starts the report writer's goroutines (which
 // tolerate a Postgres that is down); Run serves and Close releases the rest.
 func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log *slog.Logger) (*Gateway, error) {
-	g := &Gateway{Config: cfg, Log: log}
+	g := &Gateway{Config: cfg, Redactor: secret.NewRedactor()}
+	g.learnSecrets(routes)
+	log = slog.New(secret.NewLogHandler(log.Handler(), g.Redactor))
+	g.Log = log
 	g.reload.file, g.reload.loadedAt = cfg.RoutesFile, time.Now()
 	g.Health = health.NewTracker(health.SystemClock{}, g.healthChanged)
 	opts := PlannerOptions(cfg) // as a reload builds it
@@ -89,7 +99,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 	} else {
 		w, err := report.NewWriter(report.Options{
 			DatabaseURL: cfg.DatabaseURL, SpoolDir: cfg.SpoolDir, AutoMigrate: bool(cfg.AutoMigrate),
-			Retention: cfg.ReportRetention, Replica: cfg.ReplicaID, Logger: log,
+			Retention: cfg.ReportRetention, Replica: cfg.ReplicaID, Logger: log, Redactor: g.Redactor,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("report writer: %w", err)
@@ -110,13 +120,13 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics,
 		HoldMode:      cfg.HoldMode,
 		Budget:        candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond, nil),
-		HedgeMinDelay: cfg.HedgeMinDelay}
+		HedgeMinDelay: cfg.HedgeMinDelay, Redact: g.Redactor}
 	g.API = api.New(api.Options{
 		Planner: planner, Runner: runner, Admission: g.Scheduler, Reports: store,
 		Clients: api.NewClientKeys(routes.Clients), Routes: routes, Config: g, Health: g.Health, Rates: rates, Quota: g.quotaState(),
 		MaxRequestBytes: int64(cfg.MaxRequestBytes), StreamWriteTimeout: cfg.StreamWriteTimeout,
 		ReadBodyTimeout: cfg.ReadBodyTimeout,
-		AdminToken:      cfg.AdminToken, PProf: bool(cfg.PProf), Logger: log,
+		AdminToken:      cfg.AdminToken, Redactor: g.Redactor, PProf: bool(cfg.PProf), Logger: log,
 		Metrics: g.Metrics.Handler(), Observe: g.Metrics, AccessLog: bool(cfg.AccessLog),
 	})
 	return g, nil
