@@ -7,4 +7,3 @@ func (g *Gateway) RetiredClients() int {
 	defer g.reload.mu.Unlock()
 	return len(g.reload.retired)
 }
-
