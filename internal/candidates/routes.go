@@ -263,7 +263,7 @@ func LoadRoutes(path string) (*Routes, error) {
 func ParseRoutes(b []byte, lookup func(string) (string, bool)) (*Routes, error) {
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return nil, syntaxError(err)
+		return nil, syntaxError(b, err)
 	}
 	var r Routes
 	check := shapeChecker{lines: lineIndex{}}
@@ -279,7 +279,7 @@ func ParseRoutes(b []byte, lookup func(string) (string, bool)) (*Routes, error) 
 				// echo a value (a key), so it is not passed on.
 				return nil, &FieldError{Msg: "the file does not fit the routes format"}
 			}
-			return nil, syntaxError(err) // alias loops and excessive aliasing
+			return nil, syntaxError(nil, err) // alias loops and excessive aliasing
 		}
 	}
 	v := validator{lines: check.lines, exp: r.expand(lookup)}
