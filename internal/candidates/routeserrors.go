@@ -410,13 +410,18 @@ func syntaxError(b []byte, err error) *FieldError {
 	msg := err.Error()
 	if m := yamlSyntaxLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
-		if b != nil {
+		if b != nil && len(b) <= maxProblemSearch {
 			line = problemLine(b, line, m[2])
 		}
 		return &FieldError{Line: line, Msg: "not valid YAML: " + m[2]}
 	}
 	return &FieldError{Msg: "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }
+
+// maxProblemSearch bounds the files problemLine searches: it parses about
+// log2(lines) prefixes, which for a file near MaxRoutesFileBytes would hold
+// a reload for seconds. Real routes files are a few KiB.
+const maxProblemSearch = 1 << 20
 
 // problemLine finds the line a YAML syntax problem is on. yaml reports the
 // line of its context mark when it has one (where the enclosing block or
