@@ -23,7 +23,8 @@ demo: build
 	bash scripts/demo.sh
 
 # The gateway alone, with the routes file in GATEWAY_CONFIG (default
-# gateway.yaml) and a local Postgres unless GATEWAY_DATABASE_URL is set.
+# gateway.yaml) and a local Postgres unless GATEWAY_DATABASE_URL is set; it
+# starts nothing without a routes file and stops the Postgres it started.
 run: build
 	bash scripts/run.sh
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"strings"
 
@@ -64,9 +65,22 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 	routes, planner := rf.Routes, rf.Planner
 	fmt.Fprintf(out, "routes file %s: %s, %s, %s\n", cfg.RoutesFile,
 		plural(len(routes.Providers), "provider"), plural(len(routes.Models), "model"), plural(len(routes.Clients), "client"))
+	var keys []string // to redact from the URLs shown
+	for _, pc := range routes.Providers {
+		for _, k := range pc.APIKeys {
+			if s := strings.TrimSpace(k.Reveal()); len(s) >= 4 {
+				keys = append(keys, s)
+			}
+		}
+	}
 	for _, p := range planner.Providers() {
 		fmt.Fprintf(out, "provider %s: %s keys=%d max_concurrency=%d queue_budget=%s first_byte=%s total=%s\n",
 			p.Name, p.Origin, len(p.Targets), p.MaxConcurrency, p.QueueBudget, p.FirstByte, p.Total)
+		if u := p.Endpoint.URLs[upstream.RouteChat]; unusualPath(u) {
+			// A deployment path or a query (Azure's) is part of where
+			// requests go; the line above shows only the origin.
+			fmt.Fprintf(out, "  url: %s\n", candidates.RedactURL(u, keys))
+		}
 		if ep := p.Endpoint; ep.Format != upstream.FormatOpenAI || ep.Auth.Style != upstream.AuthBearer {
 			// Only an unusual wire format or auth gets a line.
 			fmt.Fprintf(out, "  format: %s auth: %s", ep.Format, ep.Auth)
@@ -108,6 +122,17 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "hold mode: %s\n", cfg.HoldMode)
 	return nil
+}
+
+// unusualPath reports whether a provider's chat URL is other than the
+// conventional {origin}/v1/chat/completions (or /v1/messages) without a
+// query, so check-config prints it whole.
+func unusualPath(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return true
+	}
+	return u.RawQuery != "" || (u.Path != "/v1/chat/completions" && u.Path != "/v1/messages")
 }
 
 // routePolicy describes a route's deadline and hedging, when set. A

@@ -109,7 +109,8 @@ models:
     max_concurrency: 2
     queue_budget: 100ms
   - name: azure
-    base_url: http://127.0.0.1:10/openai
+    base_url: http://127.0.0.1:10/openai/deployments/gpt-4o
+    query: { api-version: "2024-10-21", key: "sk-literal-SENTINEL-2" }
     api_keys: ["sk-literal-SENTINEL-2"]
     auth: { header: api-key }
     max_concurrency: 1
@@ -126,6 +127,7 @@ models:
 			"  format: anthropic auth: x-api-key default_max_tokens=4096\n" +
 			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
 			"provider azure: http://127.0.0.1:10 keys=1 max_concurrency=1 queue_budget=100ms first_byte=30s total=10m0s\n" +
+			"  url: http://127.0.0.1:10/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21&key=REDACTED\n" +
 			"  format: openai auth: header api-key\n" +
 			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
 			"provider local: http://127.0.0.1:11 keys=1 max_concurrency=1 queue_budget=100ms first_byte=30s total=10m0s\n" +

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +14,37 @@ import (
 
 	"github.com/llmgw/gateway/internal/mockupstream"
 )
+
+// aisdkInstallHint names the command for what TestVercelAISDK lacks: Node.js
+// (and so npm) with the packages, or only the packages.
+func aisdkInstallHint(nodeErr, modulesErr error) string {
+	switch {
+	case nodeErr != nil:
+		return "needs Node.js and the AI SDK: apt-get install nodejs npm && (cd test/aisdk && npm ci)"
+	case modulesErr != nil:
+		return "needs the AI SDK's packages in test/aisdk/node_modules: (cd test/aisdk && npm ci)"
+	}
+	return ""
+}
+
+// TestAISDKInstallHint: the skip message of TestVercelAISDK asks for what
+// is missing; with Node.js installed it asks only for npm ci.
+func TestAISDKInstallHint(t *testing.T) {
+	missing := errors.New("missing")
+	for _, tt := range []struct {
+		node, modules error
+		want, not     string
+	}{
+		{missing, missing, "apt-get install nodejs npm && (cd test/aisdk && npm ci)", ""},
+		{missing, nil, "apt-get install nodejs npm", ""},
+		{nil, missing, "(cd test/aisdk && npm ci)", "apt-get"},
+	} {
+		got := aisdkInstallHint(tt.node, tt.modules)
+		if !strings.Contains(got, tt.want) || (tt.not != "" && strings.Contains(got, tt.not)) {
+			t.Errorf("node %v, modules %v: %q, want %q without %q", tt.node, tt.modules, got, tt.want, tt.not)
+		}
+	}
+}
 
 // TestVercelAISDK runs the Vercel AI SDK's default OpenAI provider
 // (`ai` with `@ai-sdk/openai`: openai(model) calls /v1/responses) against
@@ -31,7 +63,7 @@ func TestVercelAISDK(t *testing.T) {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("node or test/aisdk/node_modules missing under CI (node: %v, modules: %v)", err, modErr)
 		}
-		t.Skip("needs Node.js and the AI SDK: apt-get install nodejs npm && (cd test/aisdk && npm ci)")
+		t.Skip(aisdkInstallHint(err, modErr))
 	}
 	_, brokenURL := mockServer(t, mockupstream.Behavior{Identity: "broken", Status: http.StatusInternalServerError})
 	backup, backupURL := mockServer(t, mockupstream.Behavior{Identity: "backup", Chunks: 3})

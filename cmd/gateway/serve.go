@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -25,6 +27,9 @@ const metricsShutdownTimeout = 5 * time.Second
 func serve(cfg config.Config, log *slog.Logger) error {
 	rf, err := server.LoadRoutesFile(cfg)
 	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w; %s", err, missingRoutesHint(cfg.RoutesFile))
+		}
 		return err
 	}
 	sigs := watchSignals(log)
@@ -60,6 +65,22 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		"hold_mode", cfg.HoldMode.String(), "execution_gate_limit", cfg.ExecutionGateLimit,
 		"records", g.Reports != nil)
 	return runListeners(sigs.ctx, g, ln, mln)
+}
+
+// missingRoutesHint says where serve looked for the routes file and how to
+// get one, for a first run without one.
+func missingRoutesHint(file string) string {
+	where := file
+	if abs, err := filepath.Abs(file); err == nil {
+		where = abs
+	}
+	from := "GATEWAY_CONFIG"
+	if _, set := os.LookupEnv("GATEWAY_CONFIG"); !set {
+		from = "the default, as GATEWAY_CONFIG is unset"
+	}
+	return fmt.Sprintf("looked for %s (%s); write a routes file there, for example from the source tree's "+
+		"examples/openai.yaml (cp examples/openai.yaml gateway.yaml, then export OPENAI_API_KEY), "+
+		"or set GATEWAY_CONFIG to yours", where, from)
 }
 
 // runListeners serves the API on ln until ctx ends and drains it (g.Run) and,

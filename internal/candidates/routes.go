@@ -220,11 +220,41 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // Known wire formats: the upstream package has an adapter for each.
 var knownFormats = map[string]bool{upstream.FormatOpenAI: true, upstream.FormatAnthropic: true}
 
-// LoadRoutes reads and validates the routes file at path.
-func LoadRoutes(path string) (*Routes, error) {
-	b, err := os.ReadFile(path)
+// MaxRoutesFileBytes caps the routes file. A real one is a few KiB; the cap
+// keeps a mistake (GATEWAY_CONFIG=/dev/zero, a log file, a symlink swapped
+// to something huge under a running gateway) from growing the process
+// without bound when it is read at start or on a reload.
+const MaxRoutesFileBytes = 16 << 20
+
+// ErrRoutesFileTooLarge is returned, wrapped, for a routes file over
+// MaxRoutesFileBytes.
+var ErrRoutesFileTooLarge = errors.New("larger than the 16 MiB a routes file may have")
+
+// ReadRoutesFile reads the routes file at path, at most MaxRoutesFileBytes
+// of it. It reads through a limit rather than trusting the file's size, so
+// a file that grows while it is read, or a device such as /dev/zero that
+// has no size, ends the read too. Errors are prefixed "routes file".
+func ReadRoutesFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("routes file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxRoutesFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("routes file: %w", err)
+	}
+	if len(b) > MaxRoutesFileBytes {
+		return nil, fmt.Errorf("routes file %s: %w", path, ErrRoutesFileTooLarge)
+	}
+	return b, nil
+}
+
+// LoadRoutes reads and validates the routes file at path.
+func LoadRoutes(path string) (*Routes, error) {
+	b, err := ReadRoutesFile(path)
+	if err != nil {
+		return nil, err
 	}
 	r, err := ParseRoutes(b, os.LookupEnv)
 	if err != nil {
@@ -240,7 +270,7 @@ func LoadRoutes(path string) (*Routes, error) {
 func ParseRoutes(b []byte, lookup func(string) (string, bool)) (*Routes, error) {
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return nil, syntaxError(err)
+		return nil, syntaxError(b, err)
 	}
 	var r Routes
 	check := shapeChecker{lines: lineIndex{}}
@@ -256,7 +286,7 @@ func ParseRoutes(b []byte, lookup func(string) (string, bool)) (*Routes, error) 
 				// echo a value (a key), so it is not passed on.
 				return nil, &FieldError{Msg: "the file does not fit the routes format"}
 			}
-			return nil, syntaxError(err) // alias loops and excessive aliasing
+			return nil, syntaxError(nil, err) // alias loops and excessive aliasing
 		}
 	}
 	v := validator{lines: check.lines, exp: r.expand(lookup)}

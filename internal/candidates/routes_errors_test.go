@@ -120,10 +120,25 @@ func TestParseRoutesErrorMessages(t *testing.T) {
 			name: "negative duration", from: "idle: 3s", to: "idle: -3s",
 			path: "providers[0].timeouts.idle", want: `line 7: providers[0].timeouts.idle: "-3s" is negative`,
 		},
+		// YAML syntax: the line of the problem, not the one where yaml's
+		// enclosing block starts (which yaml reports, counted from 0).
 		{
-			// yaml reports the line where the enclosing block starts.
 			name: "YAML syntax", from: "  - name: backup\n", to: "  - name: backup\n    format: [openai\n",
-			path: "", want: `line 10: not valid YAML: did not find expected ',' or ']'`,
+			path: "", want: `line 11: not valid YAML: did not find expected ',' or ']'`,
+		},
+		{
+			name: "indentation one space short", from: `    api_keys: ["${K1}"`, to: `   api_keys: ["${K1}"`,
+			path: "", want: `line 4: not valid YAML: did not find expected '-' indicator`,
+		},
+		{
+			name: "indentation of a mapping key", from: "    max_concurrency: 4\n", to: "     max_concurrency: 4\n",
+			path: "", want: `line 14: not valid YAML: did not find expected key`,
+		},
+		{
+			// The string runs on to the next quote, on line 13, where the
+			// parser finds what follows it wrong.
+			name: "an unclosed quote", from: `api-version: "2024-10-21" }`, to: `api-version: "2024-10-21 }`,
+			path: "", want: `line 13: not valid YAML: did not find expected ',' or '}'`,
 		},
 
 		// base_url: the value is shown, redacted, with the variable it came from.

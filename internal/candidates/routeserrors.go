@@ -1,6 +1,7 @@
 package candidates
 
 import (
+	"bytes"
 	"encoding"
 	"fmt"
 	"maps"
@@ -402,14 +403,66 @@ func editDistance(a, b string) int {
 // yamlSyntaxLine splits yaml's "yaml: line 3: did not find expected key".
 var yamlSyntaxLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// syntaxError turns a yaml parse error into a FieldError for the whole file.
-func syntaxError(err error) *FieldError {
+// syntaxError turns a yaml parse error of the file b into a FieldError for
+// the whole file, on the line of the problem (problemLine). b is nil for
+// errors that are not the parser's (alias expansion), whose line is kept.
+func syntaxError(b []byte, err error) *FieldError {
 	msg := err.Error()
 	if m := yamlSyntaxLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if b != nil && len(b) <= maxProblemSearch {
+			line = problemLine(b, line, m[2])
+		}
 		return &FieldError{Line: line, Msg: "not valid YAML: " + m[2]}
 	}
 	return &FieldError{Msg: "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// maxProblemSearch bounds the files problemLine searches: it parses about
+// log2(lines) prefixes, which for a file near MaxRoutesFileBytes would hold
+// a reload for seconds. Real routes files are a few KiB.
+const maxProblemSearch = 1 << 20
+
+// problemLine finds the line a YAML syntax problem is on. yaml reports the
+// line of its context mark when it has one (where the enclosing block or
+// flow began, counted from 0), which for an indentation mistake on line 4
+// of a list that starts on line 2 is "line 1"; the problem's own mark is
+// not exported. The parser stops at the first problem, so the shortest
+// prefix of whole lines that fails with the same problem ends on the line
+// where the parser met it; the search starts at the reported line, which
+// is never after it. from is that line; the result is 1-based.
+func problemLine(b []byte, from int, problem string) int {
+	var ends []int // ends[i] is the offset just after line i+1
+	for i, c := range b {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(b) {
+		ends = append(ends, len(b))
+	}
+	fails := func(lines int) bool {
+		var n yaml.Node
+		err := yaml.NewDecoder(bytes.NewReader(b[:ends[lines-1]])).Decode(&n)
+		if err == nil {
+			return false
+		}
+		m := yamlSyntaxLine.FindStringSubmatch(err.Error())
+		return m != nil && m[2] == problem
+	}
+	lo, hi := max(from, 1), len(ends)
+	if lo > hi || !fails(hi) {
+		return from
+	}
+	for lo < hi { // the shortest failing prefix within [lo, hi]
+		mid := lo + (hi-lo)/2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
 }
 
 // varUse is one ${VAR} reference met while expanding a value.
@@ -491,6 +544,11 @@ func looksLikeKey(s string) bool {
 }
 
 const redactedPart = "REDACTED"
+
+// RedactURL is redactURL for other packages: check-config shows each
+// provider's URL with it. keys are the configured keys, which are
+// replaced wherever they occur.
+func RedactURL(raw string, keys []string) string { return redactURL(raw, keys) }
 
 // redactURL returns raw fit to show in an error: the userinfo password,
 // userinfo, path segments and query or fragment values that look like keys,

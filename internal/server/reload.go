@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/fsnotify/fsnotify"
 
@@ -44,9 +46,9 @@ type RoutesFile struct {
 // LoadRoutesFile reads and validates cfg.RoutesFile exactly as a reload
 // does; check-config and the start of serve call it.
 func LoadRoutesFile(cfg config.Config) (*RoutesFile, error) {
-	b, err := os.ReadFile(cfg.RoutesFile)
+	b, err := candidates.ReadRoutesFile(cfg.RoutesFile)
 	if err != nil {
-		return nil, fmt.Errorf("routes file: %w", err)
+		return nil, err
 	}
 	return CheckRoutes(cfg, cfg.RoutesFile, b)
 }
@@ -105,12 +107,37 @@ type reloadState struct {
 	// the options each was built with; retired ones (a removed provider, or
 	// changed connect settings) may still carry requests planned before
 	// the reload, and have their idle connections closed on every later
-	// reload and at Close.
+	// reload and at Close. They are held weakly: once no plan in flight
+	// references one, it is collected (a cleanup closes what its pool
+	// still holds) and dropped from the list at the next reload, so the
+	// list holds only what is still in use however many reloads ran.
 	clients map[string]providerClient
-	retired []*upstream.Client
+	retired []weak.Pointer[upstream.Client]
 	// secrets are every secret value the gateway was ever configured
 	// with, those of retired routes files included (learnSecrets).
 	secrets []string
+}
+
+// retire adds clients no provider uses any more to the retired list.
+func (st *reloadState) retire(clients []*upstream.Client) {
+	for _, c := range clients {
+		runtime.AddCleanup(c, func(closeIdle func()) { closeIdle() }, c.IdleCloser())
+		st.retired = append(st.retired, weak.Make(c))
+	}
+}
+
+// closeRetired closes the idle connections of the retired clients still
+// referenced and drops the others. Called with reload.mu held.
+func (g *Gateway) closeRetired() {
+	st := &g.reload
+	st.retired = slices.DeleteFunc(st.retired, func(p weak.Pointer[upstream.Client]) bool {
+		c := p.Value()
+		if c == nil {
+			return true
+		}
+		c.CloseIdle()
+		return false
+	})
 }
 
 type providerClient struct {
@@ -160,16 +187,25 @@ func (g *Gateway) Reload(trigger string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	path := st.file
-	b, err := os.ReadFile(path)
+	b, err := candidates.ReadRoutesFile(path)
 	if err != nil {
-		err = fmt.Errorf("routes file: %w", err)
 		return g.reloadFailed(trigger, "read: "+err.Error(), err)
 	}
 	digest := digestOf(b)
-	if digest == st.digest || (trigger == TriggerFile && digest == st.failed) {
-		if trigger == TriggerSignal {
+	if digest == st.digest {
+		if st.failed != "" {
+			// The file is back to the routes in service (an edit undone, a
+			// file restored): the failure is over, and last_error, newer
+			// than loaded_at, would read as a failure still standing.
+			st.failed, st.lastErr = "", nil
+			g.Log.Info("routes file is back to the routes in service; last reload error cleared",
+				"trigger", trigger, "file", path, "digest", digest)
+		} else if trigger == TriggerSignal {
 			g.Log.Info("routes file unchanged; nothing to reload", "file", path, "digest", digest)
 		}
+		return nil
+	}
+	if trigger == TriggerFile && digest == st.failed {
 		return nil
 	}
 	rf, err := CheckRoutes(g.Config, path, b)
@@ -206,10 +242,8 @@ func (g *Gateway) Reload(trigger string) error {
 			}
 		}
 	}
-	st.retired = append(st.retired, retired...)
-	for _, c := range st.retired {
-		c.CloseIdle()
-	}
+	st.retire(retired)
+	g.closeRetired()
 	st.digest, st.failed, st.loadedAt = digest, "", time.Now()
 	st.success++
 	g.Metrics.ConfigReload(metrics.ReloadSuccess)
@@ -263,12 +297,27 @@ func (g *Gateway) ConfigStatus() api.ConfigStatus {
 	return out
 }
 
+// configMapData is the symlink a Kubernetes ConfigMap volume swaps on an
+// update; the routes file is a symlink through it.
+const configMapData = "..data"
+
+// routesEvent reports whether a change of the watched directory may change
+// the routes file: an event on the file's own name (a write, or a new file
+// renamed over it) or on a ConfigMap's ..data. Anything else in the
+// directory is ignored: a log written next to the file must not trigger
+// reloads, nor debug lines about itself.
+func routesEvent(file string, ev fsnotify.Event) bool {
+	name := filepath.Base(ev.Name)
+	return name == filepath.Base(file) || name == configMapData
+}
+
 // WatchConfig reloads the routes file on every receive from hup (SIGHUP)
-// and, debounced, on every change in the file's directory: watching the
-// directory rather than the file survives editors that replace the file by
-// rename and Kubernetes ConfigMaps that swap a symlink. Without inotify it
-// logs a warning and reloads on hup alone. stop ends the watch and waits
-// for a reload in progress.
+// and, debounced, on every change of the file: the watch is on the file's
+// directory, which survives editors that replace the file by rename and
+// Kubernetes ConfigMaps that swap a symlink, and keeps only the events of
+// the file's name and of ..data (routesEvent). Without inotify it logs a
+// warning and reloads on hup alone. stop ends the watch and waits for a
+// reload in progress.
 func (g *Gateway) WatchConfig(hup <-chan struct{}) (stop func()) {
 	var events <-chan fsnotify.Event
 	var errs <-chan error
@@ -302,7 +351,10 @@ func (g *Gateway) WatchConfig(hup <-chan struct{}) (stop func()) {
 					events = nil
 					continue
 				}
-				g.Log.Debug("routes directory changed", "name", ev.Name, "op", ev.Op.String())
+				if !routesEvent(g.reload.file, ev) {
+					continue
+				}
+				g.Log.Debug("routes file changed", "name", ev.Name, "op", ev.Op.String())
 				timer.Reset(reloadDebounce)
 				fire = timer.C
 			case err, ok := <-errs:

@@ -246,7 +246,5 @@ func (g *Gateway) Close(ctx context.Context) {
 	for _, c := range g.Upstreams {
 		c.CloseIdle()
 	}
-	for _, c := range g.reload.retired {
-		c.CloseIdle()
-	}
+	g.closeRetired()
 }

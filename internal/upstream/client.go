@@ -78,6 +78,12 @@ func NewClient(opts ClientOptions) *Client {
 // CloseIdle closes pooled connections (shutdown, tests).
 func (c *Client) CloseIdle() { c.rt.CloseIdleConnections() }
 
+// IdleCloser returns CloseIdle bound to the transport rather than to c, for
+// a cleanup (runtime.AddCleanup) that runs once c itself is unreachable: a
+// response body still being read holds the transport, not c, and its
+// connection goes back to the pool after c is gone.
+func (c *Client) IdleCloser() func() { return c.rt.CloseIdleConnections }
+
 // Call is one request to a provider.
 type Call struct {
 	URL          string
