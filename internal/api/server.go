@@ -72,7 +72,7 @@ type Options struct {
 	Routes             *candidates.Routes // the routes file Planner and Clients came from; optional
 	Config             ConfigSource       // GET /admin/config; nil: 404
 	MaxRequestBytes    int64
-	StreamWriteTimeout time.Duration
+	StreamWriteTimeout time.Duration // bounds one write of an answer, stream or body; 0: none
 	AdminToken         secret.String
 	PProf              bool
 	Metrics            http.Handler // nil: no /metrics
