@@ -35,10 +35,12 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req == nil {
 		return
 	}
-	// r.Context() descends from BaseContext, so HardStop reaches it with the
-	// shutdown cause without a per-request context layer.
-	a, out := h.s.opts.Runner.Run(r.Context(), req)
 	tc := h.s.newTokenCount(r.Context(), req.Client)
+	// r.Context() descends from BaseContext, so HardStop reaches it with the
+	// shutdown cause without a per-request context layer. Nothing runs
+	// between Run handing out the committed attempt and relay, which owns
+	// it from its first statement: a panic there would leak its slots.
+	a, out := h.s.opts.Runner.Run(r.Context(), req)
 	if a != nil {
 		out = h.s.relay(w, a, tc)
 	}

@@ -20,6 +20,10 @@ import (
 // never runs past the attempt's end (its total, the request's deadline), so
 // a client that stops reading cannot hold the attempt's slots longer than
 // the upstream side could.
+//
+// The relay owns the attempt from its first statement: the handler calls it
+// right after Run returned the attempt, and from then on any panic aborts
+// the attempt (its slots released, its records settled) before it goes on.
 func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCount) (out *candidates.Outcome) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -27,6 +31,9 @@ func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCo
 			panic(v)
 		}
 	}()
+	if h := s.opts.TestHook; h != nil {
+		h("committed")
+	}
 	rc := http.NewResponseController(w)
 	stream := a.Stream()
 	commitHeaders(w.Header(), a)

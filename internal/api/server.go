@@ -81,9 +81,9 @@ type Options struct {
 	ReadBodyTimeout    time.Duration // bounds reading a request body; 0 = none
 	AccessLog          bool          // one info line per API request (GATEWAY_ACCESS_LOG)
 	// TestHook, when set, is called at named points of an attempt
-	// ("attempt" before the provider call, through the Runner; "streaming"
-	// after the first event reached the client). Fault tests use it to
-	// inject panics.
+	// ("attempt" before the provider call, through the Runner; "committed"
+	// once the relay owns the attempt Run handed out; "streaming" after the
+	// first event reached the client). Fault tests use it to inject panics.
 	TestHook func(point string)
 }
 
