@@ -192,6 +192,7 @@ func (s *Server) sendCounted(w http.ResponseWriter, rc *http.ResponseController,
 	if !sent {
 		a.Sent()
 	}
+	dl.answered()
 	return io.EOF
 }
 

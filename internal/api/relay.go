@@ -83,6 +83,9 @@ func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCo
 			}
 		}
 	}
+	if err == io.EOF {
+		dl.answered()
+	}
 	return a.Finish(err)
 }
 
@@ -127,6 +130,21 @@ func (dl *writeDeadline) extend() {
 		}
 	}
 	dl.set = next
+	_ = dl.rc.SetWriteDeadline(next)
+}
+
+// answered lifts the attempt's end from the writes that follow a complete
+// answer (net/http ends a chunked body after the handler returns): an answer
+// that ended just before its attempt's end must not be cut at the last
+// bytes. They keep the write timeout.
+func (dl *writeDeadline) answered() {
+	if !dl.final || dl.end.IsZero() {
+		return // the deadline is the write timeout's already, or there is none
+	}
+	var next time.Time
+	if dl.d > 0 {
+		next = time.Now().Add(dl.d)
+	}
 	_ = dl.rc.SetWriteDeadline(next)
 }
 

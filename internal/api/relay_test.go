@@ -418,3 +418,53 @@ func TestSendCountedHoldsOnlyTheLastRead(t *testing.T) {
 		t.Fatalf("client got %q", got)
 	}
 }
+
+// TestWriteDeadlineAfterTheAnswer protects the end of an answer that
+// completed just before its attempt's end: what net/http writes after the
+// handler (a chunked body's last chunk) gets the write timeout rather than
+// the attempt's end, which may pass in between and cut the answer there.
+func TestWriteDeadlineAfterTheAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		d     time.Duration
+		end   time.Duration // from now; 0: none
+		moves bool
+		want  time.Duration // the deadline after the answer, from now (about); 0: none
+	}{
+		{name: "capped at the end", d: 30 * time.Second, end: time.Millisecond, moves: true, want: 30 * time.Second},
+		{name: "capped, no timeout", end: time.Millisecond, moves: true},
+		{name: "the write timeout's", d: 30 * time.Second, end: time.Minute},
+		{name: "nothing bounds"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &deadlineWriter{discardWriter: discardWriter{h: http.Header{}}}
+			dl := writeDeadline{rc: http.NewResponseController(w), d: tt.d}
+			if tt.end > 0 {
+				dl.end = time.Now().Add(tt.end)
+			}
+			dl.extend()
+			n := len(w.deadlines)
+			now := time.Now()
+			dl.answered()
+			if !tt.moves {
+				if len(w.deadlines) != n {
+					t.Fatalf("deadline moved after the answer: %v", w.deadlines[n:])
+				}
+				return
+			}
+			if len(w.deadlines) != n+1 {
+				t.Fatalf("deadlines %v, want one more after the answer", w.deadlines)
+			}
+			got := w.deadlines[n]
+			if tt.want == 0 {
+				if !got.IsZero() {
+					t.Fatalf("deadline %v after the answer, want none", got)
+				}
+				return
+			}
+			if d := got.Sub(now); d < tt.want || d > tt.want+time.Second {
+				t.Fatalf("deadline in %v after the answer, want %v", d, tt.want)
+			}
+		})
+	}
+}
