@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.uber.org/goleak"
 
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/candidates"
@@ -365,6 +366,7 @@ func (r *countingRates) AddTokens(_ context.Context, _ string, _ quota.Limits, n
 // the client has the first: a relay that read the whole body first would
 // wait forever.
 func TestSendCountedHoldsOnlyTheLastRead(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
 	pieces := []string{`{"id":"x","choices":[{"message":{"content":"`, strings.Repeat("a", 1000), `"}}],` +
 		`"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`}
 	pr, pw := io.Pipe()
