@@ -35,10 +35,12 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req == nil {
 		return
 	}
-	// r.Context() descends from BaseContext, so HardStop reaches it with the
-	// shutdown cause without a per-request context layer.
-	a, out := h.s.opts.Runner.Run(r.Context(), req)
 	tc := h.s.newTokenCount(r.Context(), req.Client)
+	// r.Context() descends from BaseContext, so HardStop reaches it with the
+	// shutdown cause without a per-request context layer. Nothing runs
+	// between Run handing out the committed attempt and relay, which owns
+	// it from its first statement: a panic there would leak its slots.
+	a, out := h.s.opts.Runner.Run(r.Context(), req)
 	if a != nil {
 		out = h.s.relay(w, a, tc)
 	}
@@ -194,11 +196,12 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *candidates.
 		}
 		if req.Stream && out.ErrorType != report.ErrorTypeClientWriteTimeout {
 			if !out.ErrorSent {
-				endStream(w, req.Route, out)
+				endStream(w, req.Route, out, s.opts.StreamWriteTimeout)
 			}
 		}
 		return true
 	case out.Relay != nil:
+		s.boundWrites(w)
 		h := w.Header()
 		upstream.CopyResponseHeaders(h, out.Relay.Header)
 		w.WriteHeader(out.Relay.Code)
@@ -208,8 +211,10 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *candidates.
 	case out.ErrorType == report.ErrorTypeClientCancelled:
 		// Nobody is listening.
 	case out.ErrorType == report.ErrorTypeShutdown && out.Code == "":
+		s.boundWrites(w)
 		writeRouteError(w, r, req.Route, http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", out.Message)
 	default:
+		s.boundWrites(w)
 		typ := typeUpstream
 		if out.StatusCode == http.StatusTooManyRequests {
 			typ = typeRateLimit
@@ -224,9 +229,20 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, req *candidates.
 	return false
 }
 
+// boundWrites bounds the writes of an answer the handler writes itself (an
+// error, a relayed 4xx body) by the write timeout: no attempt holds slots
+// by then, but a client that never reads must not hold the handler either.
+func (s *Server) boundWrites(w http.ResponseWriter) {
+	if d := s.opts.StreamWriteTimeout; d > 0 {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(d))
+	}
+}
+
 // endStream ends a started stream with the error event; no [DONE] follows.
 // A client that stopped reading (client_write_timeout) is not written to.
-func endStream(w http.ResponseWriter, route upstream.Route, out *candidates.Outcome) {
+// The frame gets a write timeout d of its own: the relay's deadline may be
+// the attempt's end, which is what ended the stream (0: no bound).
+func endStream(w http.ResponseWriter, route upstream.Route, out *candidates.Outcome, d time.Duration) {
 	msg := "the upstream stream was interrupted"
 	switch out.ErrorType {
 	case report.ErrorTypeShutdown:
@@ -234,8 +250,14 @@ func endStream(w http.ResponseWriter, route upstream.Route, out *candidates.Outc
 	case report.ErrorTypeDeadline:
 		msg = "the request's deadline passed"
 	}
+	rc := http.NewResponseController(w)
+	var dl time.Time
+	if d > 0 {
+		dl = time.Now().Add(d)
+	}
+	_ = rc.SetWriteDeadline(dl)
 	_, _ = w.Write(streamErrorFrame(route, out.StatusCode, msg))
-	_ = http.NewResponseController(w).Flush()
+	_ = rc.Flush()
 }
 
 // requestPriority reads X-Gateway-Priority. A client may lower its priority

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/llmgw/gateway/internal/candidates"
@@ -146,26 +147,54 @@ func endsStream(b []byte) bool {
 // when it is not the first line of b.
 var streamEnds = [][]byte{[]byte("\ndata: [DONE]"), []byte("\nevent: message_stop"), []byte("\nevent: response.completed")}
 
-// sendCounted relays a whole body for a client with a token rate: it is
-// read to its end first, its usage counted, then written, so the client
-// cannot see the end of the answer before its tokens are counted.
-func (s *Server) sendCounted(w http.ResponseWriter, rc *http.ResponseController, a *candidates.Attempt, tc *tokenCount) error {
-	body := append([]byte(nil), a.First()...)
+// sendCounted relays a body for a client with a token rate so that the
+// client cannot see the end of the answer before its tokens are counted:
+// each read of the body is written once the next one arrived, and the last
+// only after the count (its usage is in the body's tail, which the attempt
+// keeps). What is held back is one read, at most the attempt's read buffer,
+// never the whole body; every write is bounded like any other (dl).
+func (s *Server) sendCounted(w http.ResponseWriter, rc *http.ResponseController, dl *writeDeadline, a *candidates.Attempt, tc *tokenCount) error {
+	bp := heldBufs.Get().(*[]byte)
+	held := append((*bp)[:0], a.First()...)
+	defer func() {
+		// A translated body comes whole (up to 16 MiB): not kept.
+		if cap(held) <= 64<<10 {
+			*bp = held[:0]
+			heldBufs.Put(bp)
+		}
+	}()
+	sent := false
 	var err error
 	for {
 		var b []byte
 		if b, err = a.Next(); err != nil {
 			break
 		}
-		body = append(body, b...)
+		if len(b) == 0 {
+			continue
+		}
+		if err = s.send(w, rc, dl, held, false); err != nil {
+			break
+		}
+		if !sent {
+			a.Sent()
+			sent = true
+		}
+		held = append(held[:0], b...) // b is the attempt's buffer: valid until the next read
 	}
 	if err != io.EOF {
 		return err
 	}
 	tc.count(a)
-	if werr := s.send(w, rc, nil, body, false); werr != nil {
-		return werr
+	if err = s.send(w, rc, dl, held, true); err != nil {
+		return err
 	}
-	a.Sent()
+	if !sent {
+		a.Sent()
+	}
+	dl.answered()
 	return io.EOF
 }
+
+// heldBufs are sendCounted's buffers for the read it holds back.
+var heldBufs = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}

@@ -15,9 +15,15 @@ import (
 // the frame that lives as long as a stream, with the handler's beneath it:
 // everything before the commit point has returned by now (candidates.Run),
 // so it stays small by design. Each event of a stream is written at once
-// and flushed unless the provider's next event is already read (Buffered);
-// each write is bounded by the stream write timeout so a client that stops
-// reading cannot pin the attempt's slots.
+// and flushed unless the provider's next event is already read (Buffered).
+// Every write, of a stream or a body, is bounded by the write timeout and
+// never runs past the attempt's end (its total, the request's deadline), so
+// a client that stops reading cannot hold the attempt's slots longer than
+// the upstream side could.
+//
+// The relay owns the attempt from its first statement: the handler calls it
+// right after Run returned the attempt, and from then on any panic aborts
+// the attempt (its slots released, its records settled) before it goes on.
 func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCount) (out *candidates.Outcome) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -25,16 +31,19 @@ func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCo
 			panic(v)
 		}
 	}()
+	if h := s.opts.TestHook; h != nil {
+		h("committed")
+	}
 	rc := http.NewResponseController(w)
 	stream := a.Stream()
 	commitHeaders(w.Header(), a)
 	w.WriteHeader(a.Status())
-	var dl writeDeadline
-	if stream {
-		dl = writeDeadline{rc: rc, d: s.opts.StreamWriteTimeout}
+	dl := writeDeadline{rc: rc, d: s.opts.StreamWriteTimeout}
+	if left, ok := a.Remaining(); ok {
+		dl.end = time.Now().Add(left)
 	}
 	if tc != nil && !stream {
-		return a.Finish(s.sendCounted(w, rc, a, tc))
+		return a.Finish(s.sendCounted(w, rc, &dl, a, tc))
 	}
 	tc.beforeEnd(a, a.First())
 	// The first event is flushed alone, whatever follows it: it is the
@@ -63,13 +72,19 @@ func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCo
 			}
 			held = hold
 		}
-		if held {
-			// The stream ended or broke behind a held event: what the
-			// provider sent reaches the client before the outcome does.
+		// The stream ended or broke behind a held event: what the provider
+		// sent reaches the client before the outcome does. A whole body
+		// is flushed too, within the deadline: the outcome then says
+		// whether the client took it, not net/http's flush after the
+		// handler.
+		if held || (!stream && err == io.EOF) {
 			if ferr := rc.Flush(); ferr != nil && (err == nil || err == io.EOF) {
 				err = &candidates.ClientWriteError{Err: ferr}
 			}
 		}
+	}
+	if err == io.EOF {
+		dl.answered()
 	}
 	return a.Finish(err)
 }
@@ -92,35 +107,57 @@ func commitHeaders(h http.Header, a *candidates.Attempt) {
 	}
 }
 
-// writeDeadline bounds a stream's writes by the stream write timeout. It
-// moves the connection's deadline only when less than half the timeout is
-// left, so a write is bounded by between half the timeout and all of it:
-// setting a deadline re-arms a runtime timer under a lock, and doing it for
-// every event cost about 3% of a stream's CPU.
+// writeDeadline bounds each write to the client by the write timeout d and
+// every write by end, the attempt's end. It moves the connection's deadline
+// only when less than half the timeout is left, so a write is bounded by
+// between half the timeout and all of it: setting a deadline re-arms a
+// runtime timer under a lock, and doing it for every event cost about 3% of
+// a stream's CPU. Once the deadline is end it never moves again.
 type writeDeadline struct {
-	rc  *http.ResponseController
-	d   time.Duration // 0: no bound
-	set time.Time     // the deadline on the connection; zero: none yet
+	rc    *http.ResponseController
+	d     time.Duration // the write timeout; 0: none
+	end   time.Time     // no write goes past it; zero: none
+	set   time.Time     // the deadline on the connection; zero: none yet
+	final bool          // set is end (or nothing bounds the writes): done moving
 }
 
 func (dl *writeDeadline) extend() {
-	if dl.d <= 0 {
+	if dl.final {
 		return
 	}
 	now := time.Now()
 	if dl.set.Sub(now) >= dl.d/2 {
 		return
 	}
-	dl.set = now.Add(dl.d)
-	_ = dl.rc.SetWriteDeadline(dl.set)
+	next := now.Add(dl.d)
+	if dl.d <= 0 || (!dl.end.IsZero() && !next.Before(dl.end)) {
+		next, dl.final = dl.end, true
+		if next.IsZero() {
+			return
+		}
+	}
+	dl.set = next
+	_ = dl.rc.SetWriteDeadline(next)
 }
 
-// send writes b to the client, within the stream write timeout for a
-// stream, and flushes it when flush is set.
-func (s *Server) send(w http.ResponseWriter, rc *http.ResponseController, dl *writeDeadline, b []byte, flush bool) error {
-	if dl != nil {
-		dl.extend()
+// answered lifts the attempt's end from the writes that follow a complete
+// answer (net/http ends a chunked body after the handler returns): an answer
+// that ended just before its attempt's end must not be cut at the last
+// bytes. They keep the write timeout.
+func (dl *writeDeadline) answered() {
+	if !dl.final || dl.end.IsZero() {
+		return // the deadline is the write timeout's already, or there is none
 	}
+	var next time.Time
+	if dl.d > 0 {
+		next = time.Now().Add(dl.d)
+	}
+	_ = dl.rc.SetWriteDeadline(next)
+}
+
+// send writes b to the client within dl and flushes it when flush is set.
+func (s *Server) send(w http.ResponseWriter, rc *http.ResponseController, dl *writeDeadline, b []byte, flush bool) error {
+	dl.extend()
 	if _, err := w.Write(b); err != nil {
 		return &candidates.ClientWriteError{Err: err}
 	}

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -11,9 +12,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.uber.org/goleak"
 
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/quota"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
 	"github.com/llmgw/gateway/internal/watchdog"
@@ -217,5 +220,253 @@ func TestRelayFlushesHeldEventsWhenTheStreamBreaks(t *testing.T) {
 	}
 	if got, want := strings.Join(flushed, ""), eventA+eventB+errEvent; got != want {
 		t.Fatalf("client got %q, want %q", got, want)
+	}
+}
+
+// deadlineWriter is a client that records the write deadlines set on it.
+type deadlineWriter struct {
+	discardWriter
+	deadlines []time.Time
+}
+
+func (w *deadlineWriter) SetWriteDeadline(t time.Time) error {
+	w.deadlines = append(w.deadlines, t)
+	return nil
+}
+
+// TestWriteDeadline protects both halves of the write bound: a write never
+// runs past the attempt's end (a client that stops reading frees the slots
+// when the attempt would have ended anyway), and the deadline moves only
+// when under half the timeout is left (moving it per event cost 3% CPU).
+func TestWriteDeadline(t *testing.T) {
+	now := time.Now()
+	tests := []struct {
+		name  string
+		d     time.Duration
+		end   time.Duration // from now; 0: none
+		left  time.Duration // the deadline set on the connection before the write, from now; 0: none yet
+		moves bool          // the write sets a new deadline
+		want  time.Duration // that deadline, from now (about)
+		final bool          // the deadline is the attempt's end and never moves again
+	}{
+		{name: "first write", d: 30 * time.Second, moves: true, want: 30 * time.Second},
+		{name: "over half left", d: 30 * time.Second, left: 20 * time.Second},
+		{name: "under half left", d: 30 * time.Second, left: 10 * time.Second, moves: true, want: 30 * time.Second},
+		{name: "end before the timeout", d: 30 * time.Second, end: 5 * time.Second, moves: true, want: 5 * time.Second, final: true},
+		{name: "end after the timeout", d: 30 * time.Second, end: time.Minute, moves: true, want: 30 * time.Second},
+		{name: "moved up to the end", d: 30 * time.Second, end: 25 * time.Second, left: 10 * time.Second,
+			moves: true, want: 25 * time.Second, final: true},
+		{name: "no timeout, an end", end: 5 * time.Second, moves: true, want: 5 * time.Second, final: true},
+		{name: "nothing bounds", final: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &deadlineWriter{discardWriter: discardWriter{h: http.Header{}}}
+			dl := writeDeadline{rc: http.NewResponseController(w), d: tt.d}
+			if tt.end > 0 {
+				dl.end = now.Add(tt.end)
+			}
+			if tt.left > 0 {
+				dl.set = now.Add(tt.left)
+			}
+			dl.extend()
+			if !tt.moves {
+				if len(w.deadlines) != 0 {
+					t.Fatalf("deadline moved to %v", w.deadlines)
+				}
+			} else {
+				if len(w.deadlines) != 1 {
+					t.Fatalf("deadlines set %v, want one", w.deadlines)
+				}
+				if got := w.deadlines[0].Sub(now); got < tt.want || got > tt.want+time.Second {
+					t.Fatalf("deadline in %v, want %v", got, tt.want)
+				}
+				if tt.end > 0 && w.deadlines[0].After(dl.end) {
+					t.Fatalf("deadline %v past the attempt's end %v", w.deadlines[0], dl.end)
+				}
+			}
+			if dl.final != tt.final {
+				t.Fatalf("final = %v, want %v", dl.final, tt.final)
+			}
+			if tt.final {
+				// However close the deadline, it never moves again.
+				n := len(w.deadlines)
+				dl.set = now
+				dl.extend()
+				if len(w.deadlines) != n {
+					t.Fatalf("a final deadline moved: %v", w.deadlines)
+				}
+			}
+		})
+	}
+}
+
+// committedBody is committedStream for a non-streaming answer read from src.
+func committedBody(tb testing.TB, src io.Reader) *candidates.Attempt {
+	tb.Helper()
+	routes, err := candidates.ParseRoutes([]byte(`
+providers:
+  - { name: p, base_url: "http://p.example/v1", api_keys: [k], max_concurrency: 1 }
+models:
+  - { name: m, candidates: [ { provider: p } ] }
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	planner, err := candidates.NewPlanner(routes, candidates.PlannerOptions{DefaultFirstByte: time.Minute, DefaultQueueBudget: time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sched := admission.New(admission.Config{GlobalLimit: 1})
+	tb.Cleanup(func() { _ = sched.Close(context.Background()) })
+	chat, err := upstream.ParseChatRequest([]byte(`{"model":"m","messages":[]}`))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	plan, _ := planner.Plan("m")
+	runner := &candidates.Runner{Admit: sched, Record: nopRecorder{}, HoldMode: watchdog.HoldFirstBody,
+		Upstreams: map[string]candidates.Sender{"p": bodySender{src}}}
+	a, out := runner.Run(context.Background(), &candidates.Request{ID: uuid.New(), Model: "m",
+		Priority: admission.Interactive, Received: time.Now(), Candidates: plan, Exchange: chat})
+	if a == nil {
+		tb.Fatalf("nothing committed: %+v", out)
+	}
+	return a
+}
+
+// bodySender answers every call with a JSON body read from src.
+type bodySender struct{ src io.Reader }
+
+func (f bodySender) Send(context.Context, *upstream.Call) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(f.src), ContentLength: -1}, nil
+}
+
+// countingRates records how much of the answer the client had when its
+// tokens were counted.
+type countingRates struct {
+	w       *flushWriter
+	counted int // tokens added
+	had     string
+}
+
+func (r *countingRates) Admit(context.Context, string, quota.Limits) quota.RateState {
+	return quota.RateState{Allowed: true}
+}
+
+func (r *countingRates) AddTokens(_ context.Context, _ string, _ quota.Limits, n int) {
+	flushed, pending := r.w.delivered()
+	r.counted, r.had = n, strings.Join(flushed, "")+pending
+}
+
+// A body for a client with a token rate is not buffered whole: each read
+// goes to the client once the next one arrived, and only the last waits for
+// the token count, so the client cannot see the end of the answer before
+// its tokens are counted. The provider here sends its last piece only once
+// the client has the first: a relay that read the whole body first would
+// wait forever.
+func TestSendCountedHoldsOnlyTheLastRead(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t) })
+	pieces := []string{`{"id":"x","choices":[{"message":{"content":"`, strings.Repeat("a", 1000), `"}}],` +
+		`"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`}
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	w := newFlushWriter()
+	rates := &countingRates{w: w}
+	provider := make(chan error, 1)
+	go func() {
+		for i, p := range pieces {
+			if _, err := io.WriteString(pw, p); err != nil {
+				provider <- err
+				return
+			}
+			if i != 1 {
+				continue
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				flushed, pending := w.delivered()
+				if strings.Join(flushed, "")+pending == pieces[0] {
+					break
+				}
+				if time.Now().After(deadline) {
+					provider <- errors.New("the client never got the first piece: the body was held whole")
+					_ = pw.CloseWithError(io.ErrClosedPipe)
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		provider <- pw.Close()
+	}()
+	a := committedBody(t, pr)
+	s := &Server{opts: Options{StreamWriteTimeout: 30 * time.Second, Rates: rates}}
+	tc := &tokenCount{s: s, ctx: context.Background(), client: "c", lim: clientLimits{rates: quota.Limits{TokensPerMinute: 1000}}}
+	out := s.relay(w, a, tc)
+	if err := <-provider; err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != report.RequestSuccess {
+		t.Fatalf("outcome %+v", out)
+	}
+	if rates.counted != 3 {
+		t.Fatalf("counted %d tokens, want 3", rates.counted)
+	}
+	if want := pieces[0] + pieces[1]; rates.had != want {
+		t.Fatalf("the client had %q when its tokens were counted, want %q", rates.had, want)
+	}
+	flushed, pending := w.delivered()
+	if got := strings.Join(flushed, "") + pending; got != strings.Join(pieces, "") {
+		t.Fatalf("client got %q", got)
+	}
+}
+
+// TestWriteDeadlineAfterTheAnswer protects the end of an answer that
+// completed just before its attempt's end: what net/http writes after the
+// handler (a chunked body's last chunk) gets the write timeout rather than
+// the attempt's end, which may pass in between and cut the answer there.
+func TestWriteDeadlineAfterTheAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		d     time.Duration
+		end   time.Duration // from now; 0: none
+		moves bool
+		want  time.Duration // the deadline after the answer, from now (about); 0: none
+	}{
+		{name: "capped at the end", d: 30 * time.Second, end: time.Millisecond, moves: true, want: 30 * time.Second},
+		{name: "capped, no timeout", end: time.Millisecond, moves: true},
+		{name: "the write timeout's", d: 30 * time.Second, end: time.Minute},
+		{name: "nothing bounds"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &deadlineWriter{discardWriter: discardWriter{h: http.Header{}}}
+			dl := writeDeadline{rc: http.NewResponseController(w), d: tt.d}
+			if tt.end > 0 {
+				dl.end = time.Now().Add(tt.end)
+			}
+			dl.extend()
+			n := len(w.deadlines)
+			now := time.Now()
+			dl.answered()
+			if !tt.moves {
+				if len(w.deadlines) != n {
+					t.Fatalf("deadline moved after the answer: %v", w.deadlines[n:])
+				}
+				return
+			}
+			if len(w.deadlines) != n+1 {
+				t.Fatalf("deadlines %v, want one more after the answer", w.deadlines)
+			}
+			got := w.deadlines[n]
+			if tt.want == 0 {
+				if !got.IsZero() {
+					t.Fatalf("deadline %v after the answer, want none", got)
+				}
+				return
+			}
+			if d := got.Sub(now); d < tt.want || d > tt.want+time.Second {
+				t.Fatalf("deadline in %v after the answer, want %v", d, tt.want)
+			}
+		})
 	}
 }

@@ -74,7 +74,7 @@ type Options struct {
 	Routes             *candidates.Routes // the routes file Planner and Clients came from; optional
 	Config             ConfigSource       // GET /admin/config; nil: 404
 	MaxRequestBytes    int64
-	StreamWriteTimeout time.Duration
+	StreamWriteTimeout time.Duration // bounds one write of an answer, stream or body; 0: none
 	AdminToken         secret.String
 	// Redactor holds the secrets the gateway knows. A provider's 400, 413
 	// or 422 body relayed to the client, and every /admin answer (records
@@ -88,9 +88,9 @@ type Options struct {
 	ReadBodyTimeout time.Duration // bounds reading a request body; 0 = none
 	AccessLog       bool          // one info line per API request (GATEWAY_ACCESS_LOG)
 	// TestHook, when set, is called at named points of an attempt
-	// ("attempt" before the provider call, through the Runner; "streaming"
-	// after the first event reached the client). Fault tests use it to
-	// inject panics.
+	// ("attempt" before the provider call, through the Runner; "committed"
+	// once the relay owns the attempt Run handed out; "streaming" after the
+	// first event reached the client). Fault tests use it to inject panics.
 	TestHook func(point string)
 }
 

@@ -467,6 +467,26 @@ func (a *Attempt) UsageSoFar() (upstream.Usage, bool) {
 	}
 }
 
+// Remaining is what is left of the committed attempt's time: of its
+// provider's timeouts.total, counted from admission as the watchdog counts
+// it, and of the request's deadline, whichever ends first; ok is false when
+// neither bounds the attempt. The relay bounds its writes to the client by
+// it, so that a client that stops reading cannot hold the attempt's slots
+// past the moment the upstream side would have ended it anyway.
+func (a *Attempt) Remaining() (d time.Duration, ok bool) {
+	w := a.w
+	if total := w.req.Candidates[a.i].Target.Provider.Total; total > 0 {
+		d, ok = a.admitted.Add(total).Sub(w.r.now()), true
+	}
+	if dl := w.req.Deadline; !dl.IsZero() {
+		// The request's deadline is on the wall clock (Run's context).
+		if left := time.Until(dl); !ok || left < d {
+			d, ok = left, true
+		}
+	}
+	return d, ok
+}
+
 // Finish ends the committed attempt with how its relay ended: nil or io.EOF
 // for a complete answer, else the error (a *ClientWriteError when the client
 // could not be written to). It releases the attempt's slots, settles the

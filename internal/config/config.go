@@ -78,7 +78,9 @@ type Config struct {
 	ReadBodyTimeout time.Duration `env:"GATEWAY_READ_BODY_TIMEOUT" envDefault:"30s"`
 	// IdleTimeout closes idle keep-alive client connections.
 	IdleTimeout time.Duration `env:"GATEWAY_IDLE_TIMEOUT" envDefault:"120s"`
-	// StreamWriteTimeout bounds one write to a streaming client.
+	// StreamWriteTimeout bounds one write to a client, of a stream or a
+	// body; no write runs past the attempt's timeouts.total or the
+	// request's deadline either.
 	StreamWriteTimeout time.Duration `env:"GATEWAY_STREAM_WRITE_TIMEOUT" envDefault:"60s"`
 	// RetryBudgetPercent: attempts beyond a request's first (failover) are
 	// allowed while, over the last 10 s, they stay under this percentage of

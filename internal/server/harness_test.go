@@ -68,6 +68,7 @@ type setup struct {
 	primary      mockupstream.Behavior
 	backup       mockupstream.Behavior
 	log          io.Writer // the gateway's log (text, debug level); discarded when nil
+	sendBuffer   int       // SO_SNDBUF of each client connection the gateway accepts; 0: the system's
 }
 
 // gateway is one real gateway on loopback between a test and two mocks.
@@ -148,6 +149,9 @@ func start(t *testing.T, s setup) *gateway {
 		t.Fatal(err)
 	}
 	g.URL = "http://" + ln.Addr().String()
+	if s.sendBuffer > 0 {
+		ln = sendBufferListener{ln.(*net.TCPListener), s.sendBuffer}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.stop = cancel
 	g.runErr = make(chan error, 1)
@@ -160,6 +164,23 @@ func start(t *testing.T, s setup) *gateway {
 		bts.Close()
 	})
 	return g
+}
+
+// sendBufferListener sets a small send buffer on each accepted connection,
+// so that the gateway's writes to a client that stops reading block after a
+// few KiB rather than after the megabytes the kernel would buffer.
+type sendBufferListener struct {
+	*net.TCPListener
+	size int
+}
+
+func (l sendBufferListener) Accept() (net.Conn, error) {
+	c, err := l.AcceptTCP()
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetWriteBuffer(l.size)
+	return c, nil
 }
 
 // shutdown drains the gateway (as SIGTERM does) and checks that nothing was

@@ -154,7 +154,11 @@ func (g *Gateway) healthChanged(tr health.Transition) {
 func (g *Gateway) MetricsHandler() http.Handler { return g.Metrics.Handler() }
 
 // HTTPServer returns the client-facing http.Server with the edge limits of
-// the configuration.
+// the configuration. It has no WriteTimeout on purpose: that would run from
+// the request's headers and cut every generation longer than it. The API
+// bounds its answers' writes itself: each by GATEWAY_STREAM_WRITE_TIMEOUT,
+// and a relayed answer's by the attempt's timeouts.total and the request's
+// deadline.
 func (g *Gateway) HTTPServer() *http.Server {
 	return &http.Server{
 		Handler:           g.API,
