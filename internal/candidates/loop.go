@@ -3,7 +3,9 @@ package candidates
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -137,6 +139,30 @@ type Runner struct {
 	// TestHook, when set, is called with "attempt" before each provider
 	// call. Fault tests use it to inject panics.
 	TestHook func(point string)
+	// Log receives what no caller is left to handle: a panic while a lost
+	// hedge attempt settles itself. nil is slog.Default().
+	Log *slog.Logger
+
+	// flights counts the goroutines of hedged attempts, which outlive Run
+	// when they lose: each settles its own row and slots once cancelled.
+	flights sync.WaitGroup
+}
+
+// Wait blocks until every hedged attempt started so far has ended, its
+// slots released and its row recorded, or until ctx ends. The server calls
+// it at shutdown, once no request is left, before it closes the recorder.
+func (r *Runner) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		r.flights.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // Clock is the loop's one clock. The process clock's readings are
@@ -160,6 +186,13 @@ func (r *Runner) clock() Clock {
 }
 
 func (r *Runner) now() time.Time { return r.clock().Now() }
+
+func (r *Runner) log() *slog.Logger {
+	if r.Log == nil {
+		return slog.Default()
+	}
+	return r.Log
+}
 
 // walk is the state of one Run.
 type walk struct {
