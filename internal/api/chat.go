@@ -56,7 +56,7 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // routes file as the plan. It answers the client itself and returns nil
 // when the request is refused.
 func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.Route) (*candidates.Request, *tokenCount) {
-	received := time.Now()
+	received := s.opts.Runner.Now() // the loop's clock: the records and deadlines are on it
 	rj := rejecter{s: s, w: w, r: r, route: route, received: received}
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")

@@ -89,7 +89,7 @@ func (a *Attempt) open(parent context.Context) error {
 	}
 	ep := prov.Endpoint
 	a.call.Key, a.call.Auth, a.call.Extra, a.call.Defaults = c.Target.Key, ep.Auth, ep.Extra, ep.Defaults
-	a.call.ClientHeader, a.call.Stream = w.req.Header, w.req.Stream
+	a.call.ClientHeader, a.call.Stream, a.call.Clock = w.req.Header, w.req.Stream, w.r.clock()
 	send := prov.Sender
 	if send == nil {
 		send = w.r.Upstreams[prov.Name]

@@ -187,6 +187,11 @@ func (r *Runner) clock() Clock {
 
 func (r *Runner) now() time.Time { return r.clock().Now() }
 
+// Now reads the loop's clock. The handler stamps a request's receipt with
+// it, so the receipt, the records, the deadlines and the retry budget of one
+// request are all on one clock.
+func (r *Runner) Now() time.Time { return r.clock().Now() }
+
 func (r *Runner) log() *slog.Logger {
 	if r.Log == nil {
 		return slog.Default()
@@ -380,7 +385,7 @@ func (w *walk) admit(ctx context.Context, i int) (lease *admission.Lease, done b
 func (w *walk) starting(i int) {
 	w.current = i
 	if w.tried == 0 {
-		w.r.Budget.First()
+		w.r.Budget.First(w.r.now())
 	}
 	w.tried++
 	if w.unrecorded > 0 {

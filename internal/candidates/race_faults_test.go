@@ -431,7 +431,7 @@ func TestHedgeRefusedByRetryBudget(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t)
 			h := newHealthRig(t, hedgeRoutes)
-			h.run.Budget = NewRetryBudget(0, 0, h.clock.Now)
+			h.run.Budget = NewRetryBudget(0, 0)
 			b := callSignal(&slowStream{})
 			res := raceRun(t, h, context.Background(), map[string]Sender{"a": tt.primary, "b": b}, nil)
 			if res.rows != tt.rows || res.out.Status != tt.status {

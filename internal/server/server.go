@@ -110,7 +110,7 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 	g.startQuota()
 	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics,
 		HoldMode:      cfg.HoldMode,
-		Budget:        candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond, nil),
+		Budget:        candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond),
 		HedgeMinDelay: cfg.HedgeMinDelay, Log: log}
 	g.runner = runner
 	g.API = api.New(api.Options{
