@@ -148,15 +148,13 @@ func (h *hedging) start(i int, hedge bool) {
 	probe := w.probe
 	w.probe = false
 	h.flying = append(h.flying, f)
-	h.w.r.flights.Add(1)
-	go h.fly(actx, f, probe)
+	h.w.r.flights.Go(func() { h.fly(actx, f, probe) })
 	h.arm(i)
 }
 
 // fly runs on the flight's goroutine: admission, then the attempt up to its
 // commit point. It touches nothing of the walk but its own attempt.
 func (h *hedging) fly(ctx context.Context, f *flight, probe bool) {
-	defer h.w.r.flights.Done()
 	l := landing{f: f, queued: h.w.r.now()}
 	defer func() {
 		if v := recover(); v != nil {

@@ -145,20 +145,56 @@ type Runner struct {
 
 	// flights counts the goroutines of hedged attempts, which outlive Run
 	// when they lose: each settles its own row and slots once cancelled.
-	flights sync.WaitGroup
+	flights flightGroup
 }
 
 // Wait blocks until every hedged attempt started so far has ended, its
 // slots released and its row recorded, or until ctx ends. The server calls
-// it at shutdown, once no request is left, before it closes the recorder.
-func (r *Runner) Wait(ctx context.Context) error {
-	done := make(chan struct{})
+// it at shutdown before it closes the recorder.
+func (r *Runner) Wait(ctx context.Context) error { return r.flights.wait(ctx) }
+
+// flightGroup counts running goroutines like a sync.WaitGroup, but may be
+// waited on while new ones start: after a hard shutdown cut, handlers still
+// running may start a hedge while the server waits.
+type flightGroup struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n drops to 0; made by a waiter
+}
+
+// Go runs f on a goroutine of its own, counted until f returns.
+func (g *flightGroup) Go(f func()) {
+	g.mu.Lock()
+	g.n++
+	g.mu.Unlock()
 	go func() {
-		r.flights.Wait()
-		close(done)
+		defer g.done()
+		f()
 	}()
+}
+
+func (g *flightGroup) done() {
+	g.mu.Lock()
+	if g.n--; g.n == 0 && g.zero != nil {
+		close(g.zero)
+		g.zero = nil
+	}
+	g.mu.Unlock()
+}
+
+func (g *flightGroup) wait(ctx context.Context) error {
+	g.mu.Lock()
+	if g.n == 0 {
+		g.mu.Unlock()
+		return nil
+	}
+	if g.zero == nil {
+		g.zero = make(chan struct{})
+	}
+	zero := g.zero
+	g.mu.Unlock()
 	select {
-	case <-done:
+	case <-zero:
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
