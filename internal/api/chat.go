@@ -31,11 +31,10 @@ type apiHandler struct {
 }
 
 func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req := h.s.prepare(w, r, h.route)
+	req, tc := h.s.prepare(w, r, h.route)
 	if req == nil {
 		return
 	}
-	tc := h.s.newTokenCount(r.Context(), req.Client)
 	// r.Context() descends from BaseContext, so HardStop reaches it with the
 	// shutdown cause without a per-request context layer. Nothing runs
 	// between Run handing out the committed attempt and relay, which owns
@@ -54,15 +53,17 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// prepare authenticates, reads, validates and plans a request of route. It
-// answers the client itself and returns nil when the request is refused.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.Route) *candidates.Request {
-	received := time.Now()
+// prepare authenticates, reads, validates and plans a request of route, and
+// readies the count of its tokens against the client's rate, from the same
+// routes file as the plan. It answers the client itself and returns nil
+// when the request is refused.
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.Route) (*candidates.Request, *tokenCount) {
+	received := s.opts.Runner.Now() // the loop's clock: the records and deadlines are on it
 	rj := rejecter{s: s, w: w, r: r, route: route, received: received}
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")
 		rj.reject(http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", "the gateway is shutting down")
-		return nil
+		return nil, nil
 	}
 	rt := s.routing.Load() // one routes file for the whole request
 	clientName, ceiling := "", admission.Interactive
@@ -71,19 +72,19 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 		name, c, ok := rt.Clients.Authenticate(clientToken(r.Header))
 		if !ok {
 			rj.reject(http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
-			return nil
+			return nil, nil
 		}
 		clientName, ceiling, limits = name, c, rt.Clients.limitsOf(name)
 	}
 	prio, err := requestPriority(r.Header.Get(priorityHeader), ceiling)
 	if err != nil {
 		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
-		return nil
+		return nil, nil
 	}
 	asked, err := requestDeadline(r.Header.Get(deadlineHeader))
 	if err != nil {
 		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
-		return nil
+		return nil, nil
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -91,17 +92,17 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 		if errors.As(err, &mbe) {
 			rj.reject(http.StatusRequestEntityTooLarge, typeInvalidRequest, codeRequestTooLarge, "",
 				"request body is larger than the gateway's limit")
-			return nil
+			return nil, nil
 		}
 		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", "could not read the request body")
-		return nil
+		return nil, nil
 	}
 	chat, err := upstream.ParseRequest(route, body)
 	if err != nil {
 		var re *upstream.RequestError
 		errors.As(err, &re)
 		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
-		return nil
+		return nil, nil
 	}
 	planStart := time.Now()
 	policy, plan, err := rt.Planner.PlanRoute(chat.Model, route)
@@ -112,13 +113,13 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 			msg = "the model '" + chat.Model + "' has no provider that serves " + r.URL.Path
 		}
 		rj.reject(http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model", msg)
-		return nil
+		return nil, nil
 	}
 	if !checkFirst(rj, chat, &plan[0]) {
-		return nil
+		return nil, nil
 	}
 	if !s.countRate(rj, clientName, limits) {
-		return nil
+		return nil, nil
 	}
 	req := &candidates.Request{
 		ID: requestID(r.Context()), ClientRequestID: clientRequestID(r.Context()),
@@ -130,7 +131,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 	if d := shorter(policy.Deadline, asked); d > 0 {
 		req.Deadline = received.Add(d)
 	}
-	return req
+	return req, s.newTokenCount(r.Context(), clientName, limits)
 }
 
 // checkFirst translates the request for its first candidate, when that

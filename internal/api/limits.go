@@ -93,11 +93,12 @@ type tokenCount struct {
 }
 
 // newTokenCount returns nil unless the request's client has a token rate.
-func (s *Server) newTokenCount(ctx context.Context, client string) *tokenCount {
+// lim comes from the routes file the request was planned with: a reload
+// while it runs must not mix two files' limits into one request.
+func (s *Server) newTokenCount(ctx context.Context, client string, lim clientLimits) *tokenCount {
 	if client == "" || s.opts.Rates == nil {
 		return nil
 	}
-	lim := s.routing.Load().Clients.limitsOf(client)
 	if lim.rates.TokensPerMinute <= 0 {
 		return nil
 	}

@@ -89,7 +89,7 @@ func (a *Attempt) open(parent context.Context) error {
 	}
 	ep := prov.Endpoint
 	a.call.Key, a.call.Auth, a.call.Extra, a.call.Defaults = c.Target.Key, ep.Auth, ep.Extra, ep.Defaults
-	a.call.ClientHeader, a.call.Forward, a.call.Stream = w.req.Header, &ep.Forward, w.req.Stream
+	a.call.ClientHeader, a.call.Forward, a.call.Stream, a.call.Clock = w.req.Header, &ep.Forward, w.req.Stream, w.r.clock()
 	send := prov.Sender
 	if send == nil {
 		send = w.r.Upstreams[prov.Name]
@@ -272,19 +272,30 @@ func (a *Attempt) openBody() error {
 		return a.openWhole()
 	}
 	a.buf = bodyBufs.Get().(*[]byte)
-	n, err := a.resp.Body.Read(*a.buf)
-	switch {
-	case n > 0:
-		a.first = (*a.buf)[:n]
-		a.tail = keepTail(a.tail, a.first)
-		a.eof = err == io.EOF
-	case err == io.EOF:
-		a.first, a.eof = (*a.buf)[:0], true
-	case err != nil:
-		return a.readError(err)
+	// A read may return (0, nil); the attempt has not committed until bytes
+	// or the end came, so it reads on, giving up as bufio does after
+	// maxEmptyReads reads without progress (a broken body: fail over).
+	for range maxEmptyReads {
+		n, err := a.resp.Body.Read(*a.buf)
+		switch {
+		case n > 0:
+			a.first = (*a.buf)[:n]
+			a.tail = keepTail(a.tail, a.first)
+			a.eof = err == io.EOF
+			return nil
+		case err == io.EOF:
+			a.first, a.eof = (*a.buf)[:0], true
+			return nil
+		case err != nil:
+			return a.readError(err)
+		}
 	}
-	return nil
+	return a.readError(io.ErrNoProgress)
 }
+
+// maxEmptyReads bounds the (0, nil) reads before a body's first bytes, as
+// bufio's maxConsecutiveEmptyReads does.
+const maxEmptyReads = 100
 
 // openWhole reads a body to be translated: whole, bounded, before
 // anything reaches the client, so a body that cannot be translated still

@@ -3,6 +3,8 @@ package candidates
 import (
 	"context"
 	"errors"
+	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/llmgw/gateway/internal/admission"
@@ -46,7 +48,9 @@ type landing struct {
 // next candidate starts too. The first to commit wins; the others are
 // cancelled (their upstream requests end) and recorded cancelled, 499,
 // hedge_lost. A failure still fails over to the next candidate. Every record
-// is written from this goroutine.
+// is written from this goroutine until the request is settled; after that a
+// loser settles its own row and slots on its own goroutine (settled), so the
+// winner's first byte never waits for a loser's clean-up.
 func (w *walk) runHedged(ctx context.Context) (committed bool) {
 	h := &hedging{w: w, ctx: ctx, landed: make(chan landing, len(w.req.Candidates)), fired: make(chan int, 1)}
 	w.hedge = h
@@ -97,6 +101,9 @@ type hedging struct {
 	stop  func() bool
 	gen   int // the hedge timer's generation; a stale firing is ignored
 	fired chan int
+
+	mu      sync.Mutex
+	settled bool // the request is settled: a flight that lands settles itself as lost
 }
 
 // launch starts the next candidate that may be tried, on its own goroutine,
@@ -141,7 +148,7 @@ func (h *hedging) start(i int, hedge bool) {
 	probe := w.probe
 	w.probe = false
 	h.flying = append(h.flying, f)
-	go h.fly(actx, f, probe)
+	h.w.r.flights.Go(func() { h.fly(actx, f, probe) })
 	h.arm(i)
 }
 
@@ -154,7 +161,7 @@ func (h *hedging) fly(ctx context.Context, f *flight, probe bool) {
 			l.panicked = v
 			f.a.close() // its slots, if it had them; the walk re-raises the panic
 		}
-		h.landed <- l
+		h.hand(l)
 	}()
 	var dims [2]admission.Dimension
 	lease, err := h.w.r.Admit.Acquire(ctx, h.w.admission(f.a.i, &dims))
@@ -167,6 +174,36 @@ func (h *hedging) fly(ctx context.Context, f *flight, probe bool) {
 	f.a.reset(f.a.i, lease, h.w.r.now())
 	f.a.probe, f.a.release = probe, release
 	l.err = f.a.open(ctx)
+}
+
+// hand gives the walk a flight's landing while the walk still races its
+// flights. Once the request is settled nobody reads landed any more: the
+// flight settles itself as lost, here on its own goroutine.
+func (h *hedging) hand(l landing) {
+	h.mu.Lock()
+	settled := h.settled
+	if !settled {
+		h.landed <- l // buffered for every candidate: never blocks
+	}
+	h.mu.Unlock()
+	if settled {
+		h.settleLost(l)
+	}
+}
+
+// settleLost runs lost off the walk's goroutine. Nobody is left to re-raise
+// a panic there (the request may be over): it is logged with its stack, and
+// the flight's slots and context are let go all the same.
+func (h *hedging) settleLost(l landing) {
+	defer func() {
+		if v := recover(); v != nil {
+			l.f.a.close()
+			l.f.cancel(nil)
+			h.w.r.log().Error("panic while settling a lost hedge attempt", "request_id", h.w.req.ID,
+				"provider", h.w.req.Candidates[l.f.a.i].Target.Provider.Name, "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	h.lost(l)
 }
 
 // land handles a flight that committed or failed; it reports whether the
@@ -219,8 +256,8 @@ func (h *hedging) land(l landing) (done bool) {
 
 // abort lets go of every flight after a panic on the walk's goroutine: the
 // one being handled (the walk records it as the panic's candidate) and
-// those still running, cancelled and recorded as lost once their
-// goroutines are done.
+// those still running, cancelled, each recording itself as lost once its
+// goroutine is done.
 func (h *hedging) abort() {
 	if a := h.w.winner; a != nil {
 		a.close() // the panic came after it won, before Run returned it
@@ -235,26 +272,40 @@ func (h *hedging) abort() {
 	h.cancelAll()
 }
 
-// cancelAll ends every flight still running and records each as lost to the
-// attempt that settled the request, once its goroutine is done.
+// cancelAll ends every flight still running, without waiting for any:
+// each records itself as lost to the attempt that settled the request, and
+// lets go of its slots, on its own goroutine (Runner.Wait waits for them).
+// Flights that landed before the request was settled have no goroutine
+// left; each of those is settled on a new one, counted the same way.
 func (h *hedging) cancelAll() {
+	h.mu.Lock()
+	h.settled = true
+	h.mu.Unlock()
 	for _, f := range h.flying {
 		f.cancel(ErrHedgeLost)
 	}
-	for len(h.flying) > 0 {
-		l := <-h.landed
-		h.remove(l.f)
-		h.lost(l)
+	h.flying = nil
+	for {
+		select {
+		case l := <-h.landed:
+			h.w.r.flights.Go(func() { h.settleLost(l) })
+		default:
+			return
+		}
 	}
 }
 
 // lost records a flight cancelled because another attempt settled the
 // request. A flight that committed all the same lets go of its response.
+// It runs on the flight's goroutine while the request goes on (the winner
+// relaying on the walk's): it touches its own attempt and a copy of its own
+// row, nothing else of the walk.
 func (h *hedging) lost(l landing) {
 	w, a := h.w, l.f.a
 	i := a.i
 	a.verdict(health.Verdict{}) // losing says nothing of the target
-	row := &w.rows[i]
+	rec := w.rows[i]
+	row := &rec
 	now := w.r.now()
 	if l.admitErr == nil {
 		a.close()
@@ -265,15 +316,25 @@ func (h *hedging) lost(l landing) {
 	}
 	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.fb
 	switch {
-	case w.rows[i].Status != report.CandidateAvailable && w.rows[i].Status != report.CandidatePending:
+	case row.Status != report.CandidateAvailable && row.Status != report.CandidatePending:
 	case l.panicked != nil:
 		// A bug on the losing flight's goroutine: on record as such, while
 		// the request goes on with the attempt that settled it.
-		w.settle(i, report.CandidateFailed, 500, report.ErrorTypeInternal, "gateway panic")
+		h.record(i, row, report.CandidateFailed, 500, report.ErrorTypeInternal, "gateway panic")
 	default:
-		w.settle(i, report.CandidateCancelled, 499, report.ErrorTypeHedgeLost, ErrHedgeLost.Error())
+		h.record(i, row, report.CandidateCancelled, 499, report.ErrorTypeHedgeLost, ErrHedgeLost.Error())
 	}
 	h.observe(l.f, HedgeLost)
+}
+
+// record settles a lost flight's row as walk.settle does, on the flight's
+// own copy: the walk's counts are the request's, settled already.
+func (h *hedging) record(i int, row *report.Candidate, status string, code int, errorType, msg string) {
+	row.Status, row.StatusCode, row.ErrorType, row.ErrorMessage = status, code, errorType, msg
+	h.w.r.Record.RecordCandidate(*row)
+	if h.w.r.Observe != nil {
+		h.w.r.Observe.CandidateDone(&h.w.req.Candidates[i], status, errorType, row.Latency)
+	}
 }
 
 func (h *hedging) observe(f *flight, result string) {

@@ -94,6 +94,7 @@ func hedgeRun(t *testing.T, h *healthRig, a, b Sender) (string, time.Duration, [
 	if att != nil {
 		relayTo(&sb, att)
 	}
+	settled(t, h)
 	rows := candidateRows(l, plan)
 	if !h.sched.Idle() {
 		t.Fatal("gates not back to zero after the request")

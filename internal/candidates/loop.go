@@ -3,7 +3,9 @@ package candidates
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -143,6 +145,66 @@ type Runner struct {
 	// TestHook, when set, is called with "attempt" before each provider
 	// call. Fault tests use it to inject panics.
 	TestHook func(point string)
+	// Log receives what no caller is left to handle: a panic while a lost
+	// hedge attempt settles itself. nil is slog.Default().
+	Log *slog.Logger
+
+	// flights counts the goroutines of hedged attempts, which outlive Run
+	// when they lose: each settles its own row and slots once cancelled.
+	flights flightGroup
+}
+
+// Wait blocks until every hedged attempt started so far has ended, its
+// slots released and its row recorded, or until ctx ends. The server calls
+// it at shutdown before it closes the recorder.
+func (r *Runner) Wait(ctx context.Context) error { return r.flights.wait(ctx) }
+
+// flightGroup counts running goroutines like a sync.WaitGroup, but may be
+// waited on while new ones start: after a hard shutdown cut, handlers still
+// running may start a hedge while the server waits.
+type flightGroup struct {
+	mu   sync.Mutex
+	n    int
+	zero chan struct{} // closed when n drops to 0; made by a waiter
+}
+
+// Go runs f on a goroutine of its own, counted until f returns.
+func (g *flightGroup) Go(f func()) {
+	g.mu.Lock()
+	g.n++
+	g.mu.Unlock()
+	go func() {
+		defer g.done()
+		f()
+	}()
+}
+
+func (g *flightGroup) done() {
+	g.mu.Lock()
+	if g.n--; g.n == 0 && g.zero != nil {
+		close(g.zero)
+		g.zero = nil
+	}
+	g.mu.Unlock()
+}
+
+func (g *flightGroup) wait(ctx context.Context) error {
+	g.mu.Lock()
+	if g.n == 0 {
+		g.mu.Unlock()
+		return nil
+	}
+	if g.zero == nil {
+		g.zero = make(chan struct{})
+	}
+	zero := g.zero
+	g.mu.Unlock()
+	select {
+	case <-zero:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // Clock is the loop's one clock. The process clock's readings are
@@ -166,6 +228,18 @@ func (r *Runner) clock() Clock {
 }
 
 func (r *Runner) now() time.Time { return r.clock().Now() }
+
+// Now reads the loop's clock. The handler stamps a request's receipt with
+// it, so the receipt, the records, the deadlines and the retry budget of one
+// request are all on one clock.
+func (r *Runner) Now() time.Time { return r.clock().Now() }
+
+func (r *Runner) log() *slog.Logger {
+	if r.Log == nil {
+		return slog.Default()
+	}
+	return r.Log
+}
 
 // walk is the state of one Run.
 type walk struct {
@@ -353,7 +427,7 @@ func (w *walk) admit(ctx context.Context, i int) (lease *admission.Lease, done b
 func (w *walk) starting(i int) {
 	w.current = i
 	if w.tried == 0 {
-		w.r.Budget.First()
+		w.r.Budget.First(w.r.now())
 	}
 	w.tried++
 	if w.unrecorded > 0 {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,14 +36,21 @@ func (o panicObserver) Enqueued(time.Duration)                                 {
 func (o panicObserver) RetryBudgetExhausted(*Candidate)                        {}
 func (o panicObserver) HedgeDone(*Candidate, string)                           {}
 
-// ledger keeps the last record of each row.
+// ledger keeps the last record of each row. A hedge loser records its own
+// row from its goroutine, so the writes are locked; tests read the fields
+// once the runner has no flight left (settled).
 type ledger struct {
+	mu    sync.Mutex
 	req   report.Request
 	cands map[int]report.Candidate
 }
 
-func (l *ledger) RecordRequest(r report.Request)     { l.req = r }
-func (l *ledger) RecordCandidate(c report.Candidate) { l.cands[c.Index] = c }
+func (l *ledger) RecordRequest(r report.Request) { l.mu.Lock(); l.req = r; l.mu.Unlock() }
+func (l *ledger) RecordCandidate(c report.Candidate) {
+	l.mu.Lock()
+	l.cands[c.Index] = c
+	l.mu.Unlock()
+}
 
 // succeed answers every call with a small non-streaming 200.
 type succeed struct{}

@@ -25,9 +25,9 @@ import (
 // Fault tests of the attempt race: hedged flights on their goroutines, the
 // hold of a stream_commit with within (a read on a goroutine), and the ends
 // of a committed attempt. Each one checks what an operator would see: the
-// rows, the outcome, the gates back to zero and no goroutine left. The
-// records go to the unsynchronised ledger on purpose: a row written from a
-// flight's goroutine is a data race -race reports.
+// rows, the outcome, the gates back to zero and no goroutine left. A hedge
+// loser settles its own row on its goroutine after Run returned the winner,
+// so rows and gates are read once the runner has no flight left (settled).
 
 // called wraps a Sender and closes sent at its first call, so a test knows
 // the attempt is on its way to the provider.
@@ -181,6 +181,7 @@ func raceRun(t *testing.T, h *healthRig, ctx context.Context, up map[string]Send
 		res.got = sb.String()
 	}
 	res.out = out
+	settled(t, h)
 	res.rows = rowsOf(l, len(plan))
 	return res
 }
@@ -198,9 +199,22 @@ func rowsOf(l *ledger, n int) string {
 	return strings.Join(rows, " ")
 }
 
-// idle fails the test unless the rig's gates are back to zero.
+// settled waits until every hedged flight of the rig's runner has ended,
+// its row recorded and its slots released.
+func settled(t *testing.T, h *healthRig) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.run.Wait(ctx); err != nil {
+		t.Fatalf("hedged flights still running: %v", err)
+	}
+}
+
+// idle fails the test unless the rig's gates are back to zero once its
+// flights have ended.
 func idle(t *testing.T, h *healthRig) {
 	t.Helper()
+	settled(t, h)
 	if !h.sched.Idle() {
 		t.Fatalf("gates not back to zero: %+v", h.sched.Stats().Global)
 	}
@@ -417,7 +431,7 @@ func TestHedgeRefusedByRetryBudget(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			defer goleak.VerifyNone(t)
 			h := newHealthRig(t, hedgeRoutes)
-			h.run.Budget = NewRetryBudget(0, 0, h.clock.Now)
+			h.run.Budget = NewRetryBudget(0, 0)
 			b := callSignal(&slowStream{})
 			res := raceRun(t, h, context.Background(), map[string]Sender{"a": tt.primary, "b": b}, nil)
 			if res.rows != tt.rows || res.out.Status != tt.status {
@@ -473,6 +487,7 @@ func TestHedgedFlightPanics(t *testing.T) {
 				h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true, Priority: admission.Interactive,
 					Received: time.Now(), Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge})
 			}()
+			settled(t, h)
 			if got := rowsOf(l, 2); got != tt.rows {
 				t.Fatalf("rows %s, want %s", got, tt.rows)
 			}
@@ -630,6 +645,7 @@ func TestHedgeWinnerFinish(t *testing.T) {
 		t.Fatalf("outcomes %+v then %+v", first, *again)
 	}
 	att.Abort()
+	settled(t, h)
 	if got := rowsOf(l, 2); got != "a:cancelled/hedge_lost b:success/" || l.req.Status != report.RequestSuccess {
 		t.Fatalf("rows %s, request %s", got, l.req.Status)
 	}
@@ -673,6 +689,7 @@ func TestHedgedWalkPanicReleasesLeases(t *testing.T) {
 				h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true, Priority: admission.Interactive,
 					Received: time.Now(), Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge})
 			}()
+			settled(t, h)
 			if !h.sched.Idle() {
 				t.Fatalf("a lease outlived the panic: %+v", h.sched.Stats().Global)
 			}

@@ -2,60 +2,42 @@ package candidates
 
 import (
 	"context"
+	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/report"
 )
 
-// oncePanic panics at the first CandidateDone only.
-type oncePanic struct {
-	panicObserver
-	done atomic.Bool
-}
+// loserPanic panics at the CandidateDone of a cancelled candidate only: a
+// hedge loser settling itself.
+type loserPanic struct{ panicObserver }
 
-func (o *oncePanic) CandidateDone(*Candidate, string, string, time.Duration) {
-	if o.done.CompareAndSwap(false, true) {
-		panic("observer panic at candidate_done")
+func (loserPanic) CandidateDone(_ *Candidate, status, _ string, _ time.Duration) {
+	if status == report.CandidateCancelled {
+		panic("observer panic at a loser's candidate_done")
 	}
 }
 
-// TestHedgeWinnerReleasedByLatePanic: a panic while the losers of a hedged
-// request are recorded (after the winner was chosen) still releases the
-// winner's slots: the panic came before Run handed the winner out.
-func TestHedgeWinnerReleasedByLatePanic(t *testing.T) {
+// TestHedgeLoserPanicContained: a panic while a hedge loser settles itself,
+// on its own goroutine after Run handed out the winner, neither takes the
+// process down nor touches the winner: the winner is relayed, the loser's
+// row (written before the observer) and slots are let go, the gates are
+// back to zero.
+func TestHedgeLoserPanicContained(t *testing.T) {
 	h := newHealthRig(t, hedgeRoutes)
-	h.sched = admission.New(admission.Config{GlobalLimit: 8})
-	h.run.Admit = h.sched
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		_ = h.sched.Close(ctx)
-	}()
-	h.run.Observe = &oncePanic{}
-	a := &slowStream{delay: time.Hour}
-	h.run.Upstreams = map[string]Sender{"a": a, "b": &slowStream{}}
-	l := &ledger{cands: map[int]report.Candidate{}}
-	h.run.Record = l
-	pol, plan, _ := h.plan.PlanPolicy("m")
-	func() {
-		defer func() {
-			if recover() == nil {
-				t.Fatal("no panic")
-			}
-		}()
-		h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true, Priority: admission.Interactive,
-			Received: time.Now(), Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge})
-	}()
-	t.Logf("rows %s, request %s/%s", rowsOf(l, 2), l.req.Status, l.req.ErrorType)
-	if !h.sched.Idle() {
-		t.Fatalf("the winner's lease outlived the panic: %+v", h.sched.Stats().Global)
+	h.run.Observe = loserPanic{}
+	h.run.Log = slog.New(slog.DiscardHandler)
+	res := raceRun(t, h, context.Background(), map[string]Sender{"a": &slowStream{delay: time.Hour}, "b": &slowStream{}}, nil)
+	if res.got != ev1+"data: [DONE]\n\n" || res.out.Status != report.RequestSuccess {
+		t.Fatalf("client got %q, outcome %+v", res.got, res.out)
 	}
+	if res.rows != "a:cancelled/hedge_lost b:success/" {
+		t.Fatalf("rows %s", res.rows)
+	}
+	idle(t, h)
 }
 
 // TestQueuedFlightSettledWhenClientLeaves: a hedged flight still queued for

@@ -75,6 +75,7 @@ models:
 				out.StatusCode != 400 || out.Status != report.RequestFailed {
 				t.Fatalf("outcome %+v", out)
 			}
+			settled(t, h) // a hedge loser records itself on its own goroutine
 			if got := strings.Join(candidateRows(l, plan), " "); got != tt.want {
 				t.Fatalf("rows %s, want %s", got, tt.want)
 			}

@@ -14,11 +14,12 @@ const retryWindow = 10 * time.Second
 // first is allowed while such attempts over the last 10 s stay under Percent
 // of the first attempts in that window, plus MinPerSecond per second of the
 // window. It counts in ten one-second buckets of atomics, so the hot path
-// (First) is one atomic add and takes no lock.
+// (First) is one atomic add and takes no lock. The budget has no clock of
+// its own: the loop passes the time from its clock, the one that stamps the
+// request's records, so a test's fake clock moves the window too.
 type RetryBudget struct {
 	percent   int64
 	minPerSec int64
-	now       func() time.Time
 	buckets   [retryWindow / time.Second]retryBucket // one per second of the window
 }
 
@@ -29,12 +30,9 @@ type retryBucket struct {
 }
 
 // NewRetryBudget builds a budget; percent and minPerSecond of 0 and 0 allow
-// no attempt beyond a request's first. now nil is the process clock.
-func NewRetryBudget(percent, minPerSecond int, now func() time.Time) *RetryBudget {
-	if now == nil {
-		now = time.Now
-	}
-	return &RetryBudget{percent: int64(percent), minPerSec: int64(minPerSecond), now: now}
+// no attempt beyond a request's first.
+func NewRetryBudget(percent, minPerSecond int) *RetryBudget {
+	return &RetryBudget{percent: int64(percent), minPerSec: int64(minPerSecond)}
 }
 
 // bucket returns the current second's bucket, emptied when it last held an
@@ -49,21 +47,21 @@ func (b *RetryBudget) bucket(sec int64) *retryBucket {
 	return k
 }
 
-// First counts a request's first attempt.
-func (b *RetryBudget) First() {
+// First counts a request's first attempt, made at now.
+func (b *RetryBudget) First(now time.Time) {
 	if b == nil {
 		return
 	}
-	b.bucket(b.now().Unix()).firsts.Add(1)
+	b.bucket(now.Unix()).firsts.Add(1)
 }
 
 // Allow reports whether one more attempt beyond a request's first fits the
-// budget, and counts it when it does.
-func (b *RetryBudget) Allow() bool {
+// budget at now, and counts it when it does.
+func (b *RetryBudget) Allow(now time.Time) bool {
 	if b == nil {
 		return true
 	}
-	sec := b.now().Unix()
+	sec := now.Unix()
 	var firsts, retries int64
 	for i := range b.buckets {
 		k := &b.buckets[i]

@@ -81,7 +81,7 @@ func (w *walk) healthDone(i int, v health.Verdict) {
 // overBudget reports whether candidate i, an attempt beyond the request's
 // first, is refused by the retry budget; it is then recorded skipped.
 func (w *walk) overBudget(i int) bool {
-	if w.tried == 0 || w.r.Budget.Allow() {
+	if w.tried == 0 || w.r.Budget.Allow(w.r.now()) {
 		return false
 	}
 	w.healthDone(i, health.Verdict{}) // a probe Check just handed out goes back

@@ -156,3 +156,45 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestReleasesBoundedDuringOutage: slots given back while Redis is away
+// pile up only to the bound; the rest are dropped and counted. Once Redis
+// answers, the kept ones are removed at once and the dropped ones expire
+// by their TTL, so nothing is left either way.
+func TestReleasesBoundedDuringOutage(t *testing.T) {
+	rs := startPrivateRedis(t)
+	a := newStore(t, rs.url(), namespace(t), "a", 2*time.Second)
+	a.maxReleases = 3
+	a.Start(Hooks{})
+	defer a.Close()
+	ns := a.n.prefix[:len(a.n.prefix)-len(":{q}:")]
+	ctx := context.Background()
+	var hs []admission.SharedHandle
+	for range 10 {
+		h, _, err := a.Take(ctx, slots(100, "t"))
+		if err != nil || h == 0 {
+			t.Fatalf("take before the outage: %v", err)
+		}
+		hs = append(hs, h)
+	}
+	rs.stop()
+	a.renew(ctx) // notices the outage
+	if !a.Degraded() {
+		t.Fatal("not degraded with Redis stopped")
+	}
+	for _, h := range hs {
+		a.Give(h)
+	}
+	a.mu.Lock()
+	pending := len(a.releases)
+	a.mu.Unlock()
+	if pending != 3 || a.DroppedReleases() != 7 {
+		t.Fatalf("%d releases pending, %d dropped; want 3 and 7", pending, a.DroppedReleases())
+	}
+	rs.start() // empty, as after a restart: the leases are gone either way
+	waitFor(t, "redis answering", func() bool { return !a.Degraded() })
+	a.settled()
+	if got := slotCounts(t, rs.url(), ns); len(got) != 0 {
+		t.Fatalf("leases left after recovery: %v", got)
+	}
+}

@@ -135,7 +135,11 @@ func (s *Store) Give(h admission.SharedHandle) {
 
 func (s *Store) queueRelease(hd held) {
 	s.mu.Lock()
-	s.releases = append(s.releases, hd)
+	if len(s.releases) < s.maxReleases {
+		s.releases = append(s.releases, hd)
+	} else {
+		s.dropped.Add(1)
+	}
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -193,6 +197,10 @@ func (s *Store) flushReleases(ctx context.Context) {
 	if err != nil {
 		s.mu.Lock()
 		s.releases = append(batch, s.releases...)
+		if n := len(s.releases) - s.maxReleases; n > 0 {
+			s.releases = s.releases[:s.maxReleases]
+			s.dropped.Add(uint64(n))
+		}
 		s.mu.Unlock()
 		if ctx.Err() == nil {
 			s.enterDegraded(err)

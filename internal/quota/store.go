@@ -88,8 +88,13 @@ type Store struct {
 
 	mu       sync.Mutex
 	held     map[uint64]held // slots held by this replica, by handle
-	releases []held          // slots given back, not yet removed in Redis
-	flushing int             // release calls on the wire
+	releases []held          // slots given back, not yet removed in Redis; at most maxReleases
+	// maxReleases bounds releases while Redis does not answer. A release
+	// beyond it is dropped and counted: its lease expires by its TTL, as a
+	// dead replica's do, so dropping costs a slot for one TTL at most.
+	maxReleases int
+	dropped     atomic.Uint64
+	flushing    int // release calls on the wire
 	// While a renewal is on the wire, slots given back are remembered so
 	// that the renewal, which may re-add them, removes them again.
 	renewing    bool
@@ -155,6 +160,7 @@ func New(opts Options) (*Store, error) {
 		log:         opts.Logger,
 		held:        map[uint64]held{},
 		renewedGone: map[uint64]held{},
+		maxReleases: maxPendingReleases,
 		kick:        make(chan struct{}, 1),
 		cooling:     make(chan string, 64),
 	}
@@ -214,6 +220,14 @@ func (s *Store) Calls() Calls {
 	return Calls{Takes: s.calls.takes.Load(), Renewals: s.calls.renewals.Load(),
 		Releases: s.calls.releases.Load(), Rates: s.calls.rates.Load()}
 }
+
+// maxPendingReleases bounds the slots given back during an outage and not
+// yet removed in Redis: about 10,000 requests' worth.
+const maxPendingReleases = 10_000
+
+// DroppedReleases counts the releases dropped because too many were
+// pending while Redis did not answer; those slots came back by their TTL.
+func (s *Store) DroppedReleases() uint64 { return s.dropped.Load() }
 
 // Degraded reports that Redis is not answering and local shares apply.
 func (s *Store) Degraded() bool { return s.degraded.Load() }

@@ -278,17 +278,24 @@ func (w *Writer) RecordCandidate(c Candidate) {
 }
 
 func (w *Writer) enqueue(rec record) {
+	// The read lock orders the push with Close (nothing is queued once it
+	// drains) and covers no I/O: a spool write held under it would stall
+	// Close, and behind Close's pending lock every request's record.
 	w.mu.RLock()
-	defer w.mu.RUnlock()
-	if w.closed {
+	closed := w.closed
+	queued := !closed && w.queue.push(&rec)
+	w.mu.RUnlock()
+	if closed {
 		w.drop(1, "writer closed")
 		return
 	}
-	if w.queue.push(&rec) {
+	if queued {
 		return
 	}
 	// Queue full: Postgres is slow or down and the batcher is behind. Spool the
-	// record here rather than block the request or lose it.
+	// record here rather than block the request or lose it. A Close racing
+	// this write may close the spool first: the record is then dropped and
+	// counted, as one arriving after Close is.
 	if reject := rec.sanitize(w.now(), w.opts.Redactor); reject != "" {
 		w.reject(1, reject)
 		return

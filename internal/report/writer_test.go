@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -319,4 +321,55 @@ func crashChild(dir string) {
 	}
 	fmt.Println("spooled")
 	time.Sleep(time.Minute) // wait to be killed
+}
+
+// TestRecordDuringCloseWhileSpoolIsSlow: a record handed over while Close
+// runs and the spool's disk is slow returns at once (dropped and counted,
+// the writer closing): it does not queue behind the spool write of another
+// record, which Close would otherwise wait for under the writer's lock.
+// Every record ends spooled or dropped.
+func TestRecordDuringCloseWhileSpoolIsSlow(t *testing.T) {
+	w, _ := newTestWriter(t, "postgres://postgres@127.0.0.1:1/x", func(o *Options) { o.QueueSize = 1 })
+	id := uuid.New()
+	w.RecordCandidate(lifecycle(id, 0)[0]) // fills the queue
+	w.spool.mu.Lock()                      // the disk is slow: every spool write waits
+	unblock := sync.OnceFunc(w.spool.mu.Unlock)
+	defer unblock() // a failing test must not leave the writer's Close hanging
+	slow := make(chan struct{})
+	go func() { defer close(slow); w.RecordCandidate(lifecycle(id, 1)[0]) }() // to the spool
+	// Give the spooling record a moment to take the writer's lock, if
+	// enqueue holds it across its spool write (bounded: the fixed code
+	// never holds it long).
+	for end := time.Now().Add(200 * time.Millisecond); time.Now().Before(end); {
+		if !w.mu.TryLock() {
+			break
+		}
+		w.mu.Unlock()
+		runtime.Gosched()
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- w.Close(context.Background()) }()
+	waitFor(t, "Close marked the writer closed", 2*time.Second, func() bool {
+		if !w.mu.TryRLock() {
+			return false
+		}
+		defer w.mu.RUnlock()
+		return w.closed
+	})
+	late := make(chan struct{})
+	go func() { defer close(late); w.RecordCandidate(lifecycle(id, 2)[0]) }()
+	select {
+	case <-late:
+	case <-time.After(time.Second):
+		t.Error("a record during Close waited for another record's spool write")
+	}
+	unblock()
+	<-slow
+	<-late
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if st := w.Stats(); st.Spooled+st.Dropped != 3 || st.QueueDepth != 0 {
+		t.Fatalf("stats %+v, want the 3 records spooled or dropped", st)
+	}
 }

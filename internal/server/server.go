@@ -53,6 +53,7 @@ type Gateway struct {
 	SkipDelay <-chan struct{}
 
 	reload reloadState // routes reloads (reload.go)
+	runner *candidates.Runner
 }
 
 // The metrics receive the API's measurements through api.Observer, as they
@@ -119,8 +120,9 @@ func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log 
 	g.startQuota()
 	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics,
 		HoldMode:      cfg.HoldMode,
-		Budget:        candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond, nil),
-		HedgeMinDelay: cfg.HedgeMinDelay, Redact: g.Redactor}
+		Budget:        candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond),
+		HedgeMinDelay: cfg.HedgeMinDelay, Redact: g.Redactor, Log: log}
+	g.runner = runner
 	g.API = api.New(api.Options{
 		Planner: planner, Runner: runner, Admission: g.Scheduler, Reports: store,
 		Clients: api.NewClientKeys(routes.Clients), Routes: routes, Config: g, Health: g.Health, Rates: rates, Quota: g.quotaState(),
@@ -232,6 +234,13 @@ func (g *Gateway) waitShutdownDelay(d time.Duration) {
 // Close releases the scheduler, the report writer and the connection pools.
 func (g *Gateway) Close(ctx context.Context) {
 	g.API.Close()
+	if g.runner != nil {
+		// Lost hedge attempts settle their rows and slots on their own
+		// goroutines after their requests ended: before the recorder closes.
+		if err := g.runner.Wait(ctx); err != nil {
+			g.Log.Warn("hedge attempts still settling", "err", err)
+		}
+	}
 	if err := g.Scheduler.Close(ctx); err != nil {
 		g.Log.Warn("admission close", "err", err)
 	}

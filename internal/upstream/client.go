@@ -95,6 +95,17 @@ type Call struct {
 	Forward      *Forwarding // which of ClientHeader reach the provider; nil: none
 	Body         []byte
 	Stream       bool
+	// Clock reads the time a Retry-After date is measured from: the
+	// caller's clock (the attempt loop's), so one request's times agree.
+	// Nil is the process clock.
+	Clock interface{ Now() time.Time }
+}
+
+func (c *Call) now() time.Time {
+	if c.Clock != nil {
+		return c.Clock.Now()
+	}
+	return time.Now()
 }
 
 // Send performs the call. A 2xx response is returned with its body open for
@@ -153,7 +164,7 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 	resp.Body.Close()
 	se := &StatusError{
 		Code:       resp.StatusCode,
-		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()),
+		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), call.now()),
 		Header:     http.Header{},
 		Body:       body,
 

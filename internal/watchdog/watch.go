@@ -32,6 +32,10 @@ type Watch struct {
 	limit  Timer // Limit's; nil when unset
 	idle   time.Duration
 	phase  atomic.Int32
+	// idling says timer's callback now guards the idle deadline. It is
+	// set only once the first-byte arming was stopped before it fired, so
+	// a first-byte callback still to run can never count as an idle one.
+	idling atomic.Bool
 }
 
 // Start begins watching, with deadlines armed on clock. firstByte <= 0
@@ -47,16 +51,24 @@ func Start(parent context.Context, clock Clock, firstByte, idle time.Duration) (
 	return ctx, w
 }
 
+// fire is the callback of timer, the first-byte deadline's and, once
+// FirstByte handed it over, the idle deadline's. Each deadline acts only in
+// its own phase: a first-byte timer that expired as the first event was
+// accepted runs its callback late, in phaseStarted, and must do nothing.
 func (w *Watch) fire() {
-	switch w.phase.Load() {
-	case phaseWaiting:
-		if w.phase.CompareAndSwap(phaseWaiting, phaseFired) {
-			w.cancel(ErrFirstByteTimeout)
-		}
-	case phaseStarted:
-		if w.phase.CompareAndSwap(phaseStarted, phaseFired) {
-			w.cancel(ErrIdleTimeout)
-		}
+	if w.idling.Load() {
+		w.fireIdle()
+		return
+	}
+	if w.phase.CompareAndSwap(phaseWaiting, phaseFired) {
+		w.cancel(ErrFirstByteTimeout)
+	}
+}
+
+// fireIdle is the idle deadline's callback.
+func (w *Watch) fireIdle() {
+	if w.phase.CompareAndSwap(phaseStarted, phaseFired) {
+		w.cancel(ErrIdleTimeout)
 	}
 }
 
@@ -66,14 +78,19 @@ func (w *Watch) FirstByte() bool {
 	if !w.phase.CompareAndSwap(phaseWaiting, phaseStarted) {
 		return false
 	}
+	stopped := w.timer != nil && w.timer.Stop()
 	if w.idle > 0 {
-		if w.timer == nil {
-			w.timer = w.clock.AfterFunc(w.idle, w.fire)
-		} else {
+		if stopped {
+			// No first-byte callback is pending: the timer is reused for
+			// the idle deadline, which costs no allocation.
+			w.idling.Store(true)
 			w.timer.Reset(w.idle)
+		} else {
+			// No first-byte deadline, or it expired as this event came
+			// and its callback is still to run: the idle deadline gets a
+			// timer of its own.
+			w.timer = w.clock.AfterFunc(w.idle, w.fireIdle)
 		}
-	} else if w.timer != nil {
-		w.timer.Stop()
 	}
 	return true
 }
