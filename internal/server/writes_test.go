@@ -18,7 +18,8 @@ import (
 
 // stallRoutes: one provider whose one key admits four attempts at a time,
 // with a short total; %[3]s is its timeouts line, so the total or the
-// request's deadline can be the bound. The backup serves no model: the
+// request's deadline can be the bound. The stalled requests' X-Mock-Chunks
+// reaches the mock only because forward_headers allows it. The backup serves no model: the
 // queued client below can only be served by the key the stalled ones hold.
 const stallRoutes = `
 providers:
@@ -27,6 +28,7 @@ providers:
     api_keys: ["${PRIMARY_KEY}"]
     max_concurrency: 4
     queue_budget: 6s
+    forward_headers: [X-Mock-Chunks]
 %[3]s
   - name: backup
     base_url: %[2]s/v1
