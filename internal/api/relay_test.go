@@ -20,8 +20,15 @@ import (
 )
 
 // committedStream plans a stream request for one provider whose answer is
-// src, runs it to its commit point and returns the attempt to relay.
+// src, runs it to its commit point and returns the attempt to relay. The
+// client asks for usage, so the provider's chunks reach it as they are.
 func committedStream(tb testing.TB, src io.Reader) *candidates.Attempt {
+	tb.Helper()
+	return committedStreamOf(tb, src, `{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}}`)
+}
+
+// committedStreamOf is committedStream for the client's body clientBody.
+func committedStreamOf(tb testing.TB, src io.Reader, clientBody string) *candidates.Attempt {
 	tb.Helper()
 	routes, err := candidates.ParseRoutes([]byte(`
 providers:
@@ -38,7 +45,7 @@ models:
 	}
 	sched := admission.New(admission.Config{GlobalLimit: 1})
 	tb.Cleanup(func() { _ = sched.Close(context.Background()) })
-	chat, err := upstream.ParseChatRequest([]byte(`{"model":"m","messages":[],"stream":true}`))
+	chat, err := upstream.ParseChatRequest([]byte(clientBody))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -201,6 +201,7 @@ func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error)
 	if err != nil {
 		return nil, fmt.Errorf("provider %q: %w", pc.Name, err)
 	}
+	ep.StreamUsage = pc.StreamUsage == nil || *pc.StreamUsage
 	prov := &Provider{
 		Endpoint:       ep,
 		Name:           pc.Name,

@@ -26,7 +26,7 @@ import (
 func (r *ChatRequest) Build(ep *Endpoint, model string, call *Call) error {
 	call.URL = ep.URLs[r.Route]
 	if !ep.Translates(r.Route) {
-		call.Body = r.WithModel(model)
+		call.Body = r.bodyFor(ep, model)
 		return nil
 	}
 	if r.x == nil {
@@ -95,7 +95,7 @@ func (r *ChatRequest) Reader(ep *Endpoint, pass *PassReader) Reader {
 	case ep.Format == FormatAnthropic:
 		kind = passMessages
 	}
-	*pass = PassReader{kind: kind}
+	*pass = PassReader{kind: kind, hide: kind == passChat && r.asksUsage(ep)}
 	return pass
 }
 

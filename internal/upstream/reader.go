@@ -63,7 +63,10 @@ const (
 // PassReader relays a provider's answer byte for byte, reading its usage
 // and, before the commit point, its error and last events.
 type PassReader struct {
-	kind  passKind
+	kind passKind
+	// hide: the gateway asked for the usage chunk (asksUsage), so the
+	// client gets the chunks without it (hideUsage).
+	hide  bool
 	usage Usage
 	has   bool
 	done  bool
@@ -79,6 +82,9 @@ func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
 		}
 		if !committed {
 			p.done = EventIsDone(ev)
+		}
+		if p.hide {
+			return p.hideUsage(ev), nil
 		}
 		if u, ok := EventUsage(ev); ok {
 			p.usage, p.has = u, true
@@ -117,6 +123,65 @@ func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
 		}
 	}
 	return ev, nil
+}
+
+// hideUsage reads the usage the gateway asked for and takes it out of a
+// chat chunk, so that the client gets exactly the bytes it would have got
+// without include_usage: the top-level "usage":null OpenAI adds to every
+// chunk is cut out with its comma, and the usage chunk (empty choices) is
+// dropped whole; a usage object on a chunk with choices is cut out like
+// null. ev is the event reader's own buffer, valid until the next event, so
+// the cut is made in place, without a copy. A chunk without "usage" costs
+// one substring test, as EventUsage does.
+func (p *PassReader) hideUsage(ev []byte) []byte {
+	d := eventData(ev)
+	if bytes.Index(d, usageKey) < 0 {
+		return ev
+	}
+	ks, vs, ve, ok := memberSpan(d, usageKey)
+	if !ok {
+		return ev
+	}
+	if d[vs] == '{' {
+		if u, ok := decodeUsage(d[vs:ve]); ok {
+			p.usage, p.has = u, true
+		}
+		if c, ok := memberValue(d, choicesKey); ok && emptyArray(c) {
+			return ev[:0] // the usage chunk: not for this client
+		}
+	} else if string(d[vs:ve]) != "null" {
+		return ev
+	}
+	a, b := ks, ve
+	if j := skipSpaceBack(d, a); j > 0 && d[j-1] == ',' {
+		a = j - 1
+	} else if k := jsontext.SkipSpace(d, b); k < len(d) && d[k] == ',' {
+		b = jsontext.SkipSpace(d, k+1)
+	}
+	// d is a subslice of ev, so their capacities tell where d starts.
+	off := cap(ev) - cap(d)
+	n := copy(ev[off+a:], ev[off+b:])
+	return ev[:off+a+n]
+}
+
+var choicesKey = []byte(`"choices"`)
+
+// emptyArray reports whether v is [] (whitespace inside allowed).
+func emptyArray(v []byte) bool {
+	if len(v) == 0 || v[0] != '[' {
+		return false
+	}
+	j := jsontext.SkipSpace(v, 1)
+	return j < len(v) && v[j] == ']'
+}
+
+// skipSpaceBack returns the index just past the last byte before i that is
+// not JSON whitespace.
+func skipSpaceBack(b []byte, i int) int {
+	for i > 0 && (b[i-1] == ' ' || b[i-1] == '\t' || b[i-1] == '\n' || b[i-1] == '\r') {
+		i--
+	}
+	return i
 }
 
 // passError is a pass-through stream's error event: before the commit point

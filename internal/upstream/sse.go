@@ -268,6 +268,45 @@ func memberValue(b, key []byte) ([]byte, bool) {
 	}
 }
 
+// memberSpan is memberValue that also gives where the member starts: the
+// key's quote at ks, the value at b[vs:ve]. vs < ve whenever ok.
+func memberSpan(b, key []byte) (ks, vs, ve int, ok bool) {
+	i := jsontext.SkipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return 0, 0, 0, false
+	}
+	for i++; ; i++ { // i is past '{' or ','
+		i = jsontext.SkipSpace(b, i)
+		if i == len(b) || b[i] != '"' {
+			return ks, vs, ve, ok && i < len(b) && b[i] == '}'
+		}
+		start := i
+		end := jsontext.SkipString(b, i)
+		k := b[i:end]
+		i = jsontext.SkipSpace(b, end)
+		if i == len(b) || b[i] != ':' {
+			return 0, 0, 0, false
+		}
+		i = jsontext.SkipSpace(b, i+1)
+		vend := jsontext.SkipValue(b, i)
+		if bytes.Equal(k, key) && vend > i {
+			ks, vs, ve, ok = start, i, vend, true
+		}
+		i = jsontext.SkipSpace(b, vend)
+		if i == len(b) {
+			return 0, 0, 0, false
+		}
+		switch b[i] {
+		case ',':
+			continue
+		case '}':
+			return ks, vs, ve, ok
+		default:
+			return 0, 0, 0, false
+		}
+	}
+}
+
 // hasUsageObject reports whether b holds "usage" followed by an object.
 // OpenAI sends "usage":null in every chunk when include_usage is set; only
 // the last chunk's object is worth decoding.
