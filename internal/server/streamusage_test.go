@@ -39,7 +39,6 @@ const (
 	openToken    = "sk-client-open-SENTINEL"
 )
 
-
 // mockIDs are the parts of the mock's chunks that differ per request.
 var mockIDs = regexp.MustCompile(`"id":"chatcmpl-mock-\d+"|"created":\d+`)
 
