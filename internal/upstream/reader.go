@@ -27,8 +27,11 @@ type Reader interface {
 	// End is what to send when the body ends cleanly before Done: the
 	// translated close of a stream whose provider omitted it.
 	End(dst []byte) []byte
-	// Usage is the usage read from the stream or the whole body.
+	// Usage is the usage read from the stream or the whole body; a usage
+	// that fails CheckUsage (or cannot be read) is not reported, and
+	// UsageError says why.
 	Usage() (Usage, bool)
+	UsageError() error
 	// Whole reports whether a non-streaming body must be read whole and
 	// given to Body; otherwise it is relayed in chunks and its usage read
 	// from its tail with TailUsage.
@@ -66,7 +69,8 @@ type PassReader struct {
 	kind passKind
 	// hide: the gateway asked for the usage chunk (asksUsage), so the
 	// client gets the chunks without it (hideUsage).
-	hide  bool
+	hide bool
+	usageCheck
 	usage Usage
 	has   bool
 	done  bool
@@ -86,8 +90,10 @@ func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
 		if p.hide {
 			return p.hideUsage(ev), nil
 		}
-		if u, ok := EventUsage(ev); ok {
+		if u, found, ok := eventUsage(ev); ok {
 			p.usage, p.has = u, true
+		} else if found {
+			p.unreadable()
 		}
 		return ev, nil
 	}
@@ -118,6 +124,8 @@ func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
 			}
 			if json.Unmarshal(eventData(ev), &v) == nil && v.Response.Usage != nil {
 				p.usage, p.has = v.Response.Usage.usage(), true
+			} else if hasUsageObject(ev) {
+				p.unreadable()
 			}
 			p.done = true
 		}
@@ -145,6 +153,8 @@ func (p *PassReader) hideUsage(ev []byte) []byte {
 	if d[vs] == '{' {
 		if u, ok := decodeUsage(d[vs:ve]); ok {
 			p.usage, p.has = u, true
+		} else {
+			p.unreadable()
 		}
 		if c, ok := memberValue(d, choicesKey); ok && emptyArray(c) {
 			return ev[:0] // the usage chunk: not for this client
@@ -205,6 +215,9 @@ func (p *PassReader) messagesUsage(data []byte) {
 		Usage *wideUsage `json:"usage"`
 	}
 	if json.Unmarshal(data, &v) != nil {
+		if hasUsageObject(data) {
+			p.unreadable()
+		}
 		return
 	}
 	u := v.Usage
@@ -227,7 +240,7 @@ func (p *PassReader) Done() bool { return p.done }
 func (p *PassReader) End(dst []byte) []byte { return dst }
 
 // Usage implements Reader.
-func (p *PassReader) Usage() (Usage, bool) { return p.usage, p.has }
+func (p *PassReader) Usage() (Usage, bool) { return p.checked(p.usage, p.has) }
 
 // Whole implements Reader: pass-through bodies are relayed as they arrive.
 func (p *PassReader) Whole() bool { return false }
@@ -237,18 +250,23 @@ func (p *PassReader) Body(body []byte) ([]byte, error) { return body, nil }
 
 // TailUsage implements Reader.
 func (p *PassReader) TailUsage(tail []byte) (Usage, bool) {
-	if p.kind == passChat || p.kind == passEmbeddings {
-		return TailUsage(tail)
-	}
 	obj, ok := tailUsageObject(tail)
 	if !ok {
 		return Usage{}, false
 	}
+	if p.kind == passChat || p.kind == passEmbeddings {
+		u, ok := decodeUsage(obj)
+		if !ok {
+			p.unreadable()
+		}
+		return p.checked(u, ok)
+	}
 	var w wideUsage
 	if json.Unmarshal(obj, &w) != nil {
+		p.unreadable()
 		return Usage{}, false
 	}
-	return w.usage(), true
+	return p.checked(w.usage(), true)
 }
 
 // wideUsage reads the usage objects of every format: OpenAI chat and
@@ -319,6 +337,7 @@ func eventName(ev []byte) []byte {
 
 // fromAnthropic reads an anthropic provider's answer for an OpenAI client.
 type fromAnthropic struct {
+	usageCheck
 	t       *anthropic.StreamTranslator
 	model   string
 	created int64
@@ -344,10 +363,10 @@ func (f *fromAnthropic) Whole() bool           { return true }
 
 func (f *fromAnthropic) Usage() (Usage, bool) {
 	if f.has {
-		return f.usage, true
+		return f.checked(f.usage, true)
 	}
 	u, ok := f.t.Usage()
-	return Usage(u), ok
+	return f.checked(Usage(u), ok)
 }
 
 func (f *fromAnthropic) Body(body []byte) ([]byte, error) {
@@ -365,6 +384,7 @@ func (f *fromAnthropic) TailUsage([]byte) (Usage, bool) { return f.Usage() }
 
 // toAnthropic reads an openai provider's answer for an Anthropic client.
 type toAnthropic struct {
+	usageCheck
 	t     *anthropicclient.StreamTranslator
 	model string
 	usage Usage
@@ -390,10 +410,10 @@ func (a *toAnthropic) Whole() bool           { return true }
 
 func (a *toAnthropic) Usage() (Usage, bool) {
 	if a.has {
-		return a.usage, true
+		return a.checked(a.usage, true)
 	}
 	u, ok := a.t.Usage()
-	return Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: u.Total}, ok
+	return a.checked(Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: u.Total}, ok)
 }
 
 func (a *toAnthropic) Body(body []byte) ([]byte, error) {

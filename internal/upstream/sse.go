@@ -213,14 +213,23 @@ var usageKey = []byte(`"usage"`)
 // result is encoding/json's; a chunk that is not valid JSON past its usage
 // object may still yield it.
 func EventUsage(ev []byte) (Usage, bool) {
+	u, _, ok := eventUsage(ev)
+	return u, ok
+}
+
+// eventUsage is EventUsage that also reports whether the chunk had a usage
+// object at all (found), so that one that does not decode is told from
+// none.
+func eventUsage(ev []byte) (u Usage, found, ok bool) {
 	if !hasUsageObject(ev) {
-		return Usage{}, false
+		return Usage{}, false, false
 	}
 	val, ok := memberValue(eventData(ev), usageKey)
 	if !ok || len(val) == 0 || val[0] != '{' {
-		return Usage{}, false // absent, null or not an object
+		return Usage{}, false, false // absent, null or not an object
 	}
-	return decodeUsage(val)
+	u, ok = decodeUsage(val)
+	return u, true, ok
 }
 
 // memberValue returns the value of the last top-level member of the JSON
