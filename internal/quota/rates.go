@@ -283,4 +283,3 @@ func left(start time.Time, count int, now time.Time) time.Duration {
 	}
 	return max(RateWindow-now.Sub(start), 0)
 }
-
