@@ -214,6 +214,14 @@ func (r *ChatRequest) streamOptions() *RequestError {
 	if b[i] != '{' {
 		return nil
 	}
+	// What the SDKs send, compared whole: the walk below costs more than
+	// the rest of a short request's members together.
+	switch string(b[i:end]) {
+	case `{"include_usage":true}`, `{"include_usage":false}`:
+		r.incStart, r.incEnd = i+len(`{"include_usage":`), end-1
+		r.IncludeUsage = b[r.incStart] == 't'
+		return nil
+	}
 	// The value was validated: the walk needs no checks but the structure.
 	for i = jsontext.SkipSpace(b, i+1); i < end && b[i] == '"'; {
 		keyEnd := jsontext.SkipString(b, i)
