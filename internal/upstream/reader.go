@@ -143,6 +143,16 @@ func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
 // one substring test, as EventUsage does.
 func (p *PassReader) hideUsage(ev []byte) []byte {
 	d := eventData(ev)
+	// d is a subslice of ev, so their capacities tell where d starts.
+	off := cap(ev) - cap(d)
+	if bytes.HasSuffix(d, usageNullLast) {
+		// OpenAI's chunk: the member is the last of the top-level object
+		// (in JSON that ends with this closing brace, it can be nothing
+		// else), and is cut without walking the chunk.
+		a := off + len(d) - len(usageNullLast)
+		n := copy(ev[a:], ev[a+len(usageNullLast)-1:])
+		return ev[:a+n]
+	}
 	if bytes.Index(d, usageKey) < 0 {
 		return ev
 	}
@@ -168,13 +178,14 @@ func (p *PassReader) hideUsage(ev []byte) []byte {
 	} else if k := jsontext.SkipSpace(d, b); k < len(d) && d[k] == ',' {
 		b = jsontext.SkipSpace(d, k+1)
 	}
-	// d is a subslice of ev, so their capacities tell where d starts.
-	off := cap(ev) - cap(d)
 	n := copy(ev[off+a:], ev[off+b:])
 	return ev[:off+a+n]
 }
 
-var choicesKey = []byte(`"choices"`)
+var (
+	choicesKey    = []byte(`"choices"`)
+	usageNullLast = []byte(`,"usage":null}`)
+)
 
 // emptyArray reports whether v is [] (whitespace inside allowed).
 func emptyArray(v []byte) bool {
