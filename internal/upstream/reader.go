@@ -153,7 +153,7 @@ func (p *PassReader) hideUsage(ev []byte) []byte {
 		n := copy(ev[a:], ev[a+len(usageNullLast)-1:])
 		return ev[:a+n]
 	}
-	if bytes.Index(d, usageKey) < 0 {
+	if !bytes.Contains(d, usageKey) {
 		return ev
 	}
 	ks, vs, ve, ok := memberSpan(d, usageKey)
