@@ -17,7 +17,9 @@ import (
 // Redis across replicas, or in this process).
 type RateCounter interface {
 	Admit(ctx context.Context, client string, l quota.Limits) quota.RateState
-	AddTokens(ctx context.Context, client string, l quota.Limits, n int)
+	// AddTokens returns a *quota.ScriptError when the shared store
+	// refused the count on its input (not an outage).
+	AddTokens(ctx context.Context, client string, l quota.Limits, n int) error
 }
 
 // clientLimits are one client's limits from the routes file.
@@ -56,7 +58,9 @@ func (s *Server) countRate(rj rejecter, client string, lim clientLimits) bool {
 // after the response, so the client's next request sees them.
 func (s *Server) countTokens(ctx context.Context, client string, lim clientLimits, usage int) {
 	if lim.rates.TokensPerMinute > 0 && s.opts.Rates != nil && usage > 0 {
-		s.opts.Rates.AddTokens(context.WithoutCancel(ctx), client, lim.rates, usage)
+		if err := s.opts.Rates.AddTokens(context.WithoutCancel(ctx), client, lim.rates, usage); err != nil {
+			s.opts.Logger.Warn("tokens not counted in the shared store", "client", client, "tokens", usage, "error", err)
+		}
 	}
 }
 

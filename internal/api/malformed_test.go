@@ -29,7 +29,8 @@ type outcomes struct {
 	mu      sync.Mutex
 	final   map[uuid.UUID]report.Request
 	panics  int
-	changed chan struct{} // cap 1: a wake-up, not a count
+	rows    []report.Candidate // every candidate record, in order
+	changed chan struct{}      // cap 1: a wake-up, not a count
 }
 
 func newOutcomes() *outcomes {
@@ -51,8 +52,12 @@ func (o *outcomes) RecordRequest(r report.Request) {
 		o.update(func() { o.final[r.ID] = r })
 	}
 }
-func (o *outcomes) RecordCandidate(report.Candidate) {}
-func (o *outcomes) panicked()                        { o.update(func() { o.panics++ }) }
+func (o *outcomes) RecordCandidate(r report.Candidate) {
+	o.mu.Lock()
+	o.rows = append(o.rows, r)
+	o.mu.Unlock()
+}
+func (o *outcomes) panicked() { o.update(func() { o.panics++ }) }
 
 func (o *outcomes) panicCount() int {
 	o.mu.Lock()
@@ -93,14 +98,18 @@ func (o *outcomes) wait(t *testing.T, id string, before int) report.Request {
 // bodyUpstream answers every chat call 200 with the body the test set last,
 // in two writes when split is set so the gateway reads it in pieces.
 type bodyUpstream struct {
-	body  atomic.Pointer[[]byte]
-	split atomic.Bool
+	body   atomic.Pointer[[]byte]
+	split  atomic.Bool
+	stream atomic.Bool // answer as an event stream
 }
 
 func (u *bodyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	b := *u.body.Load()
 	w.Header().Set("Content-Type", "application/json")
+	if u.stream.Load() {
+		w.Header().Set("Content-Type", "text/event-stream")
+	}
 	if !u.split.Load() {
 		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
 		_, _ = w.Write(b)

@@ -111,10 +111,11 @@ type tokenTally struct {
 func (c *tokenTally) Admit(context.Context, string, quota.Limits) quota.RateState {
 	return quota.RateState{Allowed: true}
 }
-func (c *tokenTally) AddTokens(_ context.Context, _ string, l quota.Limits, _ int) {
+func (c *tokenTally) AddTokens(_ context.Context, _ string, l quota.Limits, _ int) error {
 	c.mu.Lock()
 	c.counts = append(c.counts, l)
 	c.mu.Unlock()
+	return nil
 }
 
 // TestTokensCountedOnThePlannedRoutes protects a request from a routes

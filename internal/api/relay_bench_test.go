@@ -94,3 +94,23 @@ func BenchmarkRelayStreamEvent(b *testing.B) {
 		b.Fatal("stream headers not committed")
 	}
 }
+
+// BenchmarkRelayStreamEventHiddenUsage is BenchmarkRelayStreamEvent for a
+// client that did not ask for usage: the gateway asked for it, and each
+// chunk's "usage":null is cut out before it is relayed.
+func BenchmarkRelayStreamEventHiddenUsage(b *testing.B) {
+	a := committedStreamOf(b, &eventSource{n: b.N}, `{"model":"m","messages":[],"stream":true}`)
+	s := &Server{opts: Options{StreamWriteTimeout: 30 * time.Second}}
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(chunkEvent)))
+	b.ResetTimer()
+	out := s.relay(w, a, nil)
+	b.StopTimer()
+	if out.Status != report.RequestSuccess {
+		b.Fatalf("outcome %+v", out)
+	}
+	if want := int64(b.N*(len(chunkEvent)-len(`,"usage":null`)) + len("data: [DONE]\n\n")); w.written != want {
+		b.Fatalf("relayed %d bytes, want %d", w.written, want)
+	}
+}

@@ -23,8 +23,15 @@ import (
 )
 
 // committedStream plans a stream request for one provider whose answer is
-// src, runs it to its commit point and returns the attempt to relay.
+// src, runs it to its commit point and returns the attempt to relay. The
+// client asks for usage, so the provider's chunks reach it as they are.
 func committedStream(tb testing.TB, src io.Reader) *candidates.Attempt {
+	tb.Helper()
+	return committedStreamOf(tb, src, `{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}}`)
+}
+
+// committedStreamOf is committedStream for the client's body clientBody.
+func committedStreamOf(tb testing.TB, src io.Reader, clientBody string) *candidates.Attempt {
 	tb.Helper()
 	routes, err := candidates.ParseRoutes([]byte(`
 providers:
@@ -41,7 +48,7 @@ models:
 	}
 	sched := admission.New(admission.Config{GlobalLimit: 1})
 	tb.Cleanup(func() { _ = sched.Close(context.Background()) })
-	chat, err := upstream.ParseChatRequest([]byte(`{"model":"m","messages":[],"stream":true}`))
+	chat, err := upstream.ParseChatRequest([]byte(clientBody))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -354,9 +361,10 @@ func (r *countingRates) Admit(context.Context, string, quota.Limits) quota.RateS
 	return quota.RateState{Allowed: true}
 }
 
-func (r *countingRates) AddTokens(_ context.Context, _ string, _ quota.Limits, n int) {
+func (r *countingRates) AddTokens(_ context.Context, _ string, _ quota.Limits, n int) error {
 	flushed, pending := r.w.delivered()
 	r.counted, r.had = n, strings.Join(flushed, "")+pending
+	return nil
 }
 
 // A body for a client with a token rate is not buffered whole: each read

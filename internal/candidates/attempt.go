@@ -57,6 +57,7 @@ type Attempt struct {
 	fb       time.Duration // admission to the first event (stream) or response headers
 	usage    upstream.Usage
 	hasUsage bool
+	usageErr error                   // why a usage the provider sent is not counted (*upstream.UsageError)
 	probe    bool                    // holds its target's health probe
 	unwatch  func() bool             // stops watching the target for turning cooling
 	release  context.CancelCauseFunc // a hedged attempt's own context, released at close
@@ -519,6 +520,9 @@ func (a *Attempt) Finish(err error) *Outcome {
 		a.usage, a.hasUsage = a.rd.Usage()
 	case err == nil:
 		a.usage, a.hasUsage = a.rd.TailUsage(a.tail)
+	}
+	if a.rd != nil && !a.hasUsage {
+		a.usageErr = a.rd.UsageError()
 	}
 	a.close()
 	w.end(a, err)

@@ -492,9 +492,15 @@ func (w *walk) end(a *Attempt, err error) (done bool) {
 		if a.probe { // Sent gives it back; an answer relayed without Sent still heals
 			a.verdict(health.Verdict{Success: true})
 		}
-		w.settle(i, report.CandidateSuccess, a.resp.StatusCode, "", "")
+		// A success whose usage cannot be true stays a success, its tokens
+		// unknown; both rows say why (upstream.UsageError).
+		errType, msg := "", ""
+		if a.usageErr != nil {
+			errType, msg = report.ErrorTypeUpstreamProtocol, a.usageErr.Error()
+		}
+		w.settle(i, report.CandidateSuccess, a.resp.StatusCode, errType, msg)
 		return w.stop(i+1, Outcome{Status: report.RequestSuccess, StatusCode: http.StatusOK, Committed: true,
-			Usage: a.usage, HasUsage: a.hasUsage})
+			Usage: a.usage, HasUsage: a.hasUsage, ErrorType: errType})
 	}
 	var ended error
 	if w.ctx.Err() != nil {

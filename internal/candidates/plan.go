@@ -202,6 +202,7 @@ func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error)
 		return nil, fmt.Errorf("provider %q: %w", pc.Name, err)
 	}
 	ep.Forward.Allow(pc.ForwardHeaders)
+	ep.StreamUsage = pc.StreamUsage == nil || *pc.StreamUsage
 	prov := &Provider{
 		Endpoint:       ep,
 		Name:           pc.Name,

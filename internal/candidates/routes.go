@@ -55,6 +55,13 @@ type ProviderConfig struct {
 	// DefaultMaxTokens is the max_tokens sent to an anthropic provider when
 	// the client sets none (default 4096).
 	DefaultMaxTokens int `yaml:"default_max_tokens"`
+	// StreamUsage (format openai, default true) makes the gateway ask for
+	// usage on every chat stream (stream_options.include_usage), hiding the
+	// usage chunk from a client that did not ask, so token rates and
+	// records always know a stream's tokens. false for a server that
+	// refuses stream_options: its streams then count only the usage their
+	// client asked for (docs/formats.md).
+	StreamUsage *bool `yaml:"stream_usage"`
 }
 
 // Auth styles of the routes file.
@@ -527,6 +534,9 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		if p.DefaultMaxTokens < 1 {
 			return v.fail(path+".default_max_tokens", " must be a positive whole number, got %d", p.DefaultMaxTokens)
 		}
+	}
+	if p.StreamUsage != nil && p.Format != upstream.FormatOpenAI {
+		return v.fail(path+".stream_usage", " applies only to format openai (this provider is %s)", p.Format)
 	}
 	if p.Auth.Style == AuthNone {
 		if len(p.APIKeys) > 0 {

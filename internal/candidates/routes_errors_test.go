@@ -284,6 +284,14 @@ func TestParseRoutesErrorMessages(t *testing.T) {
 			path: "providers[1].default_max_tokens", want: `line 12: providers[1].default_max_tokens: "1024" is not a whole number (write it without quotes)`,
 		},
 		{
+			name: "stream_usage on anthropic", from: "format: openai", to: "format: anthropic\n    stream_usage: false",
+			path: "providers[1].stream_usage", want: `line 12: providers[1].stream_usage applies only to format openai (this provider is anthropic)`,
+		},
+		{
+			name: "stream_usage not a boolean", from: "format: openai", to: "format: openai\n    stream_usage: \"no\"",
+			path: "providers[1].stream_usage", want: `line 12: providers[1].stream_usage: "no" is not true or false`,
+		},
+		{
 			name: "zero concurrency", from: "max_concurrency: 4", to: "max_concurrency: 0",
 			path: "providers[1].max_concurrency", want: `line 14: providers[1].max_concurrency must be positive, got 0`,
 		},

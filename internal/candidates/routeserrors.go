@@ -177,6 +177,13 @@ func (c *shapeChecker) check(n *yaml.Node, t reflect.Type, path string) error {
 			return shapeErr(path, n, fmt.Sprintf(": %s is not a whole number%s", quoteShort(n.Value), hint))
 		}
 		return nil
+	case reflect.Pointer: // an optional value (stream_usage): checked as itself
+		return c.check(n, t.Elem(), path)
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+			return shapeErr(path, n, fmt.Sprintf(": %s is not true or false", quoteShort(n.Value)))
+		}
+		return nil
 	}
 	// Not reached for the types of Routes; kept so a new field type fails
 	// loudly here rather than with a Go type name from yaml.

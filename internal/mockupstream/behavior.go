@@ -88,7 +88,8 @@ type Behavior struct {
 	// replace it with SetBehavior.
 	KeyStatus map[string]int
 	// Usage makes the mock honour stream_options.include_usage: a final chunk with empty
-	// "choices" and a "usage" object before [DONE]. False emulates a provider that
+	// "choices" and a "usage" object before [DONE], and "usage":null in every chunk
+	// before it, as OpenAI's API does. False emulates a provider that
 	// ignores the option. Non-stream answers always carry usage. Only the chat endpoint
 	// reads it: Anthropic messages and Responses always carry usage.
 	Usage bool

@@ -175,7 +175,8 @@ func serveStream(w http.ResponseWriter, r *http.Request, b *Behavior, c *complet
 	}
 
 	bufs.prefix = c.appendChunkPrefix(bufs.prefix[:0])
-	bufs.out = append(append(bufs.out[:0], bufs.prefix...), roleDelta...)
+	c.usageNull = includeUsage
+	bufs.out = c.closeChunk(append(append(bufs.out[:0], bufs.prefix...), roleDelta...))
 	if !sse.send(bufs.out) {
 		return outcomeCancelled
 	}

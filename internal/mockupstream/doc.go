@@ -48,7 +48,8 @@
 //
 // Opening and closing events per endpoint:
 //
-//	chat       role chunk | usage chunk (when asked for), data: [DONE]
+//	chat       role chunk | usage chunk (when asked for; every chunk before it then
+//	           ends with "usage":null, as OpenAI's do), data: [DONE]
 //	responses  response.created, .in_progress, .output_item.added, .content_part.added |
 //	           .output_text.done, .content_part.done, .output_item.done, response.completed
 //	messages   message_start, content_block_start, ping | content_block_stop, [tool_use

@@ -16,7 +16,7 @@ const (
 	commentEvent = ": keep-alive\n\n"
 	doneEvent    = "data: [DONE]\n\n"
 
-	roleDelta = `{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n"
+	roleDelta = `{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}`
 )
 
 // modelsBody is the GET /v1/models answer; the list is fixed because the gateway
@@ -31,6 +31,17 @@ type completion struct {
 	identity string // unescaped
 	chunks   int
 	promptN  int // fake prompt_tokens: a deterministic function of the body size
+	// usageNull ends every chunk before the usage chunk with "usage":null,
+	// as OpenAI does when stream_options.include_usage is true.
+	usageNull bool
+}
+
+// closeChunk ends a chunk's choices array and the chunk.
+func (c *completion) closeChunk(dst []byte) []byte {
+	if c.usageNull {
+		return append(dst, `],"usage":null}`+"\n\n"...)
+	}
+	return append(dst, "]}\n\n"...)
 }
 
 // appendUsage writes fake but deterministic counts, so a test can assert that usage
@@ -86,9 +97,9 @@ func (c *completion) appendContentChunk(dst, prefix []byte, i int) []byte {
 	dst = append(dst, `{"index":0,"delta":{"content":"`...)
 	dst = c.appendText(dst, i)
 	if i == c.chunks {
-		return append(dst, `"},"finish_reason":"stop"}]}`+"\n\n"...)
+		return c.closeChunk(append(dst, `"},"finish_reason":"stop"}`...))
 	}
-	return append(dst, `"},"finish_reason":null}]}`+"\n\n"...)
+	return c.closeChunk(append(dst, `"},"finish_reason":null}`...))
 }
 
 // appendUsageChunk appends the usage event: empty choices, as OpenAI sends it when

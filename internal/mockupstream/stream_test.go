@@ -300,3 +300,29 @@ func TestWaitIdle(t *testing.T) {
 	resp.Body.Close()
 	waitIdle(t, s)
 }
+
+// TestStreamUsageNullLikeOpenAI: with include_usage, every chunk before the
+// usage chunk ends with "usage":null, as OpenAI's API sends them (the
+// gateway strips it for clients that did not ask); without it no chunk
+// names usage at all.
+func TestStreamUsageNullLikeOpenAI(t *testing.T) {
+	_, ts := start(t, Behavior{Chunks: 3, Usage: true})
+	asked := splitEvents(t, readAll(t, post(t, context.Background(), ts, streamUsageBody)))
+	if len(asked) != 6 { // role, 3 content, usage, [DONE]
+		t.Fatalf("%d events with include_usage, want 6: %q", len(asked), asked)
+	}
+	for i, ev := range asked[:4] {
+		if !strings.HasSuffix(ev, `],"usage":null}`) {
+			t.Errorf("chunk %d %q does not end with \"usage\":null", i, ev)
+		}
+	}
+	if u := asked[4]; !strings.Contains(u, `"choices":[],"usage":{"prompt_tokens":`) {
+		t.Errorf("usage chunk %q", u)
+	}
+	plain := `{"model":"gpt-test","messages":[{"role":"user","content":"hi"}],"stream":true}`
+	for i, ev := range splitEvents(t, readAll(t, post(t, context.Background(), ts, plain))) {
+		if strings.Contains(ev, "usage") {
+			t.Errorf("event %d %q names usage without include_usage", i, ev)
+		}
+	}
+}

@@ -2,6 +2,9 @@ package quota
 
 import (
 	"context"
+	"errors"
+	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -91,7 +94,9 @@ func (r *Rates) Admit(ctx context.Context, client string, l Limits) RateState {
 		l.RequestsPerMinute, l.TokensPerMinute, RateWindow.Milliseconds()).Int64Slice()
 	cancel()
 	if err != nil || len(vals) != 5 {
-		if ctx.Err() == nil && err != nil {
+		if se := scriptError("admit", err); se != nil {
+			r.store.log.Warn("client rate not counted in redis", "client", client, "error", se)
+		} else if ctx.Err() == nil && err != nil {
 			r.store.enterDegraded(err)
 		}
 		// Never refuse because Redis is away: count against the share.
@@ -102,27 +107,76 @@ func (r *Rates) Admit(ctx context.Context, client string, l Limits) RateState {
 	return st
 }
 
+// MaxTokenCount is the most tokens one AddTokens counts. The gateway
+// refuses usage above its own ceiling before it gets here (upstream.
+// MaxUsageTokens, the same figure); this bound keeps any caller from
+// overflowing a window: Redis's INCRBY fails past int64, and a local
+// counter would wrap negative and hand the client more than its limit.
+const MaxTokenCount = 1_000_000_000
+
 // AddTokens counts a finished request's tokens. It waits for Redis (one
 // round trip, after the response was sent) so that the client's next
-// request already sees them.
-func (r *Rates) AddTokens(ctx context.Context, client string, l Limits, n int) {
+// request already sees them. A count above MaxTokenCount counts as
+// MaxTokenCount; one below 1 counts nothing. A *ScriptError is a count
+// Redis refused on its input (not an outage: the replica stays out of
+// degraded mode); the tokens are then counted locally only.
+func (r *Rates) AddTokens(ctx context.Context, client string, l Limits, n int) error {
 	if l.TokensPerMinute <= 0 || n <= 0 {
-		return
+		return nil
 	}
+	n = min(n, MaxTokenCount)
 	if r.store == nil || r.store.Degraded() {
 		r.local.AddTokens(client, n)
-		return
+		return nil
 	}
 	r.store.calls.rates.Add(1)
 	octx, cancel := r.store.opContext(ctx)
 	err := tokensScript.Run(octx, r.store.rdb, []string{r.store.tpmKey(client)}, n, RateWindow.Milliseconds()).Err()
 	cancel()
-	if err != nil {
-		if ctx.Err() == nil {
-			r.store.enterDegraded(err)
-		}
-		r.local.AddTokens(client, n)
+	if err == nil {
+		return nil
 	}
+	r.local.AddTokens(client, n)
+	if se := scriptError("tokens", err); se != nil {
+		return se
+	}
+	if ctx.Err() == nil {
+		r.store.enterDegraded(err)
+	}
+	return nil
+}
+
+// ScriptError is a script call Redis answered with an error caused by its
+// input (a count it cannot add, a key of the wrong type), as opposed to
+// Redis not answering: it must not put the replica in degraded mode, where
+// every shared limit would shrink to this replica's share.
+type ScriptError struct {
+	Script string // which script: "admit", "tokens"
+	Err    error  // Redis's reply
+}
+
+func (e *ScriptError) Error() string {
+	return "redis script " + e.Script + " refused its input: " + redactErr(e.Err)
+}
+
+func (e *ScriptError) Unwrap() error { return e.Err }
+
+// scriptError returns a *ScriptError when err is Redis's error reply to a
+// script's own command (a Lua runtime error names "@user_script"; a key of
+// another type answers WRONGTYPE), and nil for everything else: timeouts,
+// refused connections, and the replies of a Redis that cannot serve
+// (LOADING, READONLY, BUSY, MASTERDOWN, OOM), which are outages. Redis
+// errors are replies of text; this is the one place that reads it.
+func scriptError(script string, err error) error {
+	var re redis.Error
+	if !errors.As(err, &re) || errors.Is(err, redis.Nil) {
+		return nil
+	}
+	msg := re.Error()
+	if strings.Contains(msg, "@user_script") || strings.HasPrefix(msg, "WRONGTYPE") {
+		return &ScriptError{Script: script, Err: err}
+	}
+	return nil
 }
 
 // msLeft turns a PTTL answer into the window's time left: a missing key
@@ -202,7 +256,9 @@ func (lr *LocalRates) AddTokens(client string, n int) {
 	if w.toks == 0 {
 		w.tokStart = now
 	}
-	w.toks += n
+	// Saturate rather than wrap: a wrapped count would be negative and
+	// leave the client more than its limit.
+	w.toks += min(max(n, 0), math.MaxInt-w.toks)
 }
 
 // window returns client's windows with any that ended reset.

@@ -38,9 +38,16 @@ type ChatRequest struct {
 	// nil until a candidate needs one, so a pass-through request carries
 	// no room for it
 	x *translation
-	// span of stream_options inside Body, read when a translated stream
-	// needs its include_usage; -1 without one
+	// span of stream_options inside Body; -1 without one
 	optStart, optEnd int
+	// span of stream_options.include_usage's value inside Body; -1
+	// without one. IncludeUsage is that value is true: the client asked
+	// for the usage chunk.
+	incStart, incEnd int
+	IncludeUsage     bool
+	// objEnd is the index of the body object's closing brace, where a
+	// member the gateway adds goes (usageBody).
+	objEnd int
 }
 
 // ParseChatRequest validates a chat completions body: one JSON object,
@@ -65,7 +72,7 @@ func ParseRequest(route Route, body []byte) (*ChatRequest, error) {
 		}
 		return nil, &RequestError{Message: "request body must be a JSON object"}
 	}
-	p := requestParse{route: route, req: &ChatRequest{Body: body, modelStart: -1, Route: route, optStart: -1}}
+	p := requestParse{route: route, req: &ChatRequest{Body: body, modelStart: -1, Route: route, optStart: -1, incStart: -1}}
 	end, ok := p.members(body, i)
 	if !ok || jsontext.SkipSpace(body, end) != len(body) {
 		return nil, errNotJSON()
@@ -73,6 +80,7 @@ func ParseRequest(route Route, body []byte) (*ChatRequest, error) {
 	if p.err != nil {
 		return nil, p.err
 	}
+	p.req.objEnd = end - 1
 	return p.finish()
 }
 
@@ -85,6 +93,7 @@ type requestParse struct {
 	route                 Route
 	req                   *ChatRequest
 	sawMessages, sawInput bool
+	seen                  uint32        // policy members met, by bit (policyMember)
 	err                   *RequestError // the first member at fault
 }
 
@@ -131,29 +140,45 @@ func (p *requestParse) members(body []byte, i int) (int, bool) {
 
 // member applies one member: rawKey is the key's JSON string, the value is
 // body[valStart:valEnd].
+//
+// A member the gateway or its translators read (policyNames) is matched
+// exactly, and one that only encoding/json would take for it is refused:
+// Go's decoder (and so Ollama, LocalAI, the translators' own struct
+// decodes) matches keys case-insensitively, with Unicode simple folding
+// ("ſtream" is "stream", "\u212Aind" is "kind"), and keeps the last of
+// duplicates. A body with "model" and "Model", or "stream" twice, would be
+// routed and counted on one value and served on the other.
 func (p *requestParse) member(rawKey, body []byte, valStart, valEnd int) *RequestError {
 	key, err := decodeKey(rawKey)
 	if err != nil {
 		return &RequestError{Message: "request body has an unreadable key"}
 	}
-	req, val := p.req, body[valStart:valEnd]
-	switch string(key) {
-	case "model":
-		if req.modelStart >= 0 {
-			return &RequestError{Param: "model", Message: "'model' appears more than once"}
+	m := policyMember(key)
+	if m < 0 {
+		if m = foldedPolicyMember(key); m >= 0 {
+			return twinError(string(key), policyNames[m])
 		}
+		return nil
+	}
+	if p.seen&(1<<m) != 0 {
+		return &RequestError{Param: policyNames[m], Message: "'" + policyNames[m] + "' appears more than once"}
+	}
+	p.seen |= 1 << m
+	req, val := p.req, body[valStart:valEnd]
+	switch m {
+	case memModel:
 		model, ok := decodeString(val)
 		if !ok || model == "" {
 			return &RequestError{Param: "model", Message: "'model' must be a non-empty string"}
 		}
 		req.Model = model
 		req.modelStart, req.modelEnd = valStart, valEnd
-	case "messages":
+	case memMessages:
 		if len(val) == 0 || val[0] != '[' {
 			return &RequestError{Param: "messages", Message: "'messages' must be an array"}
 		}
 		p.sawMessages = true
-	case "input":
+	case memInput:
 		// Only embeddings and responses read it; on the chat routes it
 		// is the provider's business, like any unknown field.
 		if p.route == RouteEmbeddings || p.route == RouteResponses {
@@ -162,13 +187,14 @@ func (p *requestParse) member(rawKey, body []byte, valStart, valEnd int) *Reques
 			}
 			p.sawInput = true
 		}
-	case "stream_options":
+	case memStreamOptions:
 		req.optStart, req.optEnd = valStart, valEnd
-	case "previous_response_id":
+		return req.streamOptions()
+	case memPreviousResponseID:
 		if string(val) != "null" && p.route == RouteResponses {
 			p.sawInput = true
 		}
-	case "stream":
+	case memStream:
 		switch string(val) {
 		case "true":
 			req.Stream = true
@@ -178,6 +204,199 @@ func (p *requestParse) member(rawKey, body []byte, valStart, valEnd int) *Reques
 		}
 	}
 	return nil
+}
+
+// streamOptions reads stream_options.include_usage, the one member of it
+// the gateway reads (and sets: usageBody), under the same rule as the top
+// level's. A value that is not an object is the provider's to refuse.
+func (r *ChatRequest) streamOptions() *RequestError {
+	b, i, end := r.Body, r.optStart, r.optEnd
+	if b[i] != '{' {
+		return nil
+	}
+	// What the SDKs send, compared whole: the walk below costs more than
+	// the rest of a short request's members together.
+	switch string(b[i:end]) {
+	case `{"include_usage":true}`, `{"include_usage":false}`:
+		r.incStart, r.incEnd = i+len(`{"include_usage":`), end-1
+		r.IncludeUsage = b[r.incStart] == 't'
+		return nil
+	}
+	// The value was validated: the walk needs no checks but the structure.
+	for i = jsontext.SkipSpace(b, i+1); i < end && b[i] == '"'; {
+		keyEnd := jsontext.SkipString(b, i)
+		key, err := decodeKey(b[i:keyEnd])
+		if err != nil {
+			return &RequestError{Message: "request body has an unreadable key"}
+		}
+		valStart := jsontext.SkipSpace(b, jsontext.SkipSpace(b, keyEnd)+1) // past ':'
+		valEnd := jsontext.SkipValue(b, valStart)
+		switch {
+		case string(key) == "include_usage":
+			if r.incStart >= 0 {
+				return &RequestError{Param: "stream_options.include_usage", Message: "'stream_options.include_usage' appears more than once"}
+			}
+			r.incStart, r.incEnd = valStart, valEnd
+			r.IncludeUsage = string(b[valStart:valEnd]) == "true"
+		case foldsTo(key, "include_usage"):
+			return twinError("stream_options."+string(key), "stream_options.include_usage")
+		}
+		i = jsontext.SkipSpace(b, valEnd)
+		if i < end && b[i] == ',' {
+			i = jsontext.SkipSpace(b, i+1)
+		}
+	}
+	return nil
+}
+
+// twinError refuses a member that folds to a policy member's name.
+func twinError(got, name string) *RequestError {
+	return &RequestError{Param: got, Message: "'" + got + "' is read as '" + name +
+		"' by decoders that ignore case; send '" + name + "' once, spelled exactly"}
+}
+
+// The policy members: the top-level members the gateway reads or rewrites
+// (model, stream, stream_options, the required fields, the token limits a
+// budget reserves on) and those the translators read (internal/upstream/
+// anthropic and anthropicclient). Their index is their bit in
+// requestParse.seen.
+const (
+	memModel = iota
+	memMessages
+	memInput
+	memPreviousResponseID
+	memStream
+	memStreamOptions
+	memMaxTokens
+	memMaxCompletionTokens
+	memMaxOutputTokens
+	memSystem
+	memMetadata
+	memStop
+	memStopSequences
+	memTemperature
+	memTopP
+	memTopK
+	memTools
+	memToolChoice
+	memParallelToolCalls
+	memOutputConfig
+	memOutputFormat
+	memUser
+	memSafetyIdentifier
+	memN
+	numPolicyMembers
+)
+
+var policyNames = [numPolicyMembers]string{
+	"model", "messages", "input", "previous_response_id", "stream", "stream_options",
+	"max_tokens", "max_completion_tokens", "max_output_tokens", "system", "metadata", "stop",
+	"stop_sequences", "temperature", "top_p", "top_k", "tools", "tool_choice",
+	"parallel_tool_calls", "output_config", "output_format", "user", "safety_identifier", "n",
+}
+
+// maxPolicyName is the longest policy member name (max_completion_tokens).
+const maxPolicyName = 21
+
+// policyMember is the index of the policy member named exactly key, or -1.
+// A switch on string(key) does not allocate.
+func policyMember(key []byte) int {
+	switch string(key) {
+	case "model":
+		return memModel
+	case "messages":
+		return memMessages
+	case "input":
+		return memInput
+	case "previous_response_id":
+		return memPreviousResponseID
+	case "stream":
+		return memStream
+	case "stream_options":
+		return memStreamOptions
+	case "max_tokens":
+		return memMaxTokens
+	case "max_completion_tokens":
+		return memMaxCompletionTokens
+	case "max_output_tokens":
+		return memMaxOutputTokens
+	case "system":
+		return memSystem
+	case "metadata":
+		return memMetadata
+	case "stop":
+		return memStop
+	case "stop_sequences":
+		return memStopSequences
+	case "temperature":
+		return memTemperature
+	case "top_p":
+		return memTopP
+	case "top_k":
+		return memTopK
+	case "tools":
+		return memTools
+	case "tool_choice":
+		return memToolChoice
+	case "parallel_tool_calls":
+		return memParallelToolCalls
+	case "output_config":
+		return memOutputConfig
+	case "output_format":
+		return memOutputFormat
+	case "user":
+		return memUser
+	case "safety_identifier":
+		return memSafetyIdentifier
+	case "n":
+		return memN
+	}
+	return -1
+}
+
+// foldedPolicyMember is the index of the policy member that key is not but
+// that bytes.EqualFold (encoding/json's key matching) takes it for, or -1.
+// The names are lower-case ASCII, and the only runes outside ASCII that
+// simple folding maps into it are U+017F (ſ, to s) and U+212A (the Kelvin
+// sign, to k): key is folded to ASCII in a stack buffer and looked up. Most
+// keys are lower-case ASCII already and leave at the first byte check.
+func foldedPolicyMember(key []byte) int {
+	var buf [maxPolicyName]byte
+	n, changed := 0, false
+	for i := 0; i < len(key); {
+		if n == len(buf) {
+			return -1
+		}
+		c := key[i]
+		switch {
+		case c < utf8.RuneSelf:
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+				changed = true
+			}
+			i++
+		case c == 0xc5 && i+1 < len(key) && key[i+1] == 0xbf: // U+017F
+			c, changed = 's', true
+			i += 2
+		case c == 0xe2 && i+2 < len(key) && key[i+1] == 0x84 && key[i+2] == 0xaa: // U+212A
+			c, changed = 'k', true
+			i += 3
+		default:
+			return -1 // folds to nothing ASCII
+		}
+		buf[n] = c
+		n++
+	}
+	if !changed {
+		return -1
+	}
+	return policyMember(buf[:n])
+}
+
+// foldsTo reports whether key is not name but encoding/json would match
+// it to name (lower-case ASCII).
+func foldsTo(key []byte, name string) bool {
+	return string(key) != name && bytes.EqualFold(key, []byte(name))
 }
 
 // finish checks what a valid body must have had.
@@ -215,6 +434,67 @@ func (r *ChatRequest) WithModel(model string) []byte {
 	out = append(out, r.Body[:r.modelStart]...)
 	out = append(out, q...)
 	return append(out, r.Body[r.modelEnd:]...)
+}
+
+// asksUsage reports whether an attempt on ep asks for the stream's usage
+// chunk the client did not ask for: a chat stream passed through to an
+// openai provider with stream_usage on, so that a client's token rate (and
+// the ledger) never depends on the client asking. The Responses API,
+// Anthropic and the translated chat stream (anthropicclient asks itself)
+// always carry usage. A stream_options that is neither an object nor null
+// is left for the provider to refuse.
+func (r *ChatRequest) asksUsage(ep *Endpoint) bool {
+	if r.Route != RouteChat || !r.Stream || r.IncludeUsage || ep.Format != FormatOpenAI || !ep.StreamUsage {
+		return false
+	}
+	return r.optStart < 0 || r.Body[r.optStart] == '{' || r.Body[r.optStart] == 'n'
+}
+
+// usageEdit is the splice that sets stream_options.include_usage: text
+// replaces Body[start:end]. It keeps every other byte of the client's.
+func (r *ChatRequest) usageEdit() (start, end int, text string) {
+	switch {
+	case r.optStart < 0:
+		// After the last member: the object has at least "model".
+		return r.objEnd, r.objEnd, `,"stream_options":{"include_usage":true}`
+	case r.incStart >= 0: // include_usage false or null
+		return r.incStart, r.incEnd, "true"
+	case r.Body[r.optStart] == 'n':
+		return r.optStart, r.optEnd, `{"include_usage":true}`
+	}
+	i := r.optStart + 1
+	if r.Body[jsontext.SkipSpace(r.Body, i)] == '}' {
+		return i, i, `"include_usage":true`
+	}
+	return i, i, `"include_usage":true,`
+}
+
+// bodyFor is the body of a pass-through attempt on ep for the upstream
+// model: the client's bytes with the model spliced in (WithModel) and, when
+// the attempt asks for usage, include_usage spliced into stream_options,
+// both in one copy.
+func (r *ChatRequest) bodyFor(ep *Endpoint, model string) []byte {
+	if !r.asksUsage(ep) {
+		return r.WithModel(model)
+	}
+	us, ue, ut := r.usageEdit()
+	ms, me := r.modelStart, r.modelEnd
+	b := r.Body
+	out := make([]byte, 0, len(b)+len(ut)-(ue-us)+len(model)+8)
+	appendModel := func(out []byte) []byte {
+		if model == r.Model {
+			return append(out, b[ms:me]...) // the client's own spelling
+		}
+		return jsontext.AppendString(out, model)
+	}
+	if ms < us {
+		out = appendModel(append(out, b[:ms]...))
+		out = append(append(out, b[me:us]...), ut...)
+		return append(out, b[ue:]...)
+	}
+	out = append(append(out, b[:us]...), ut...)
+	out = appendModel(append(out, b[ue:ms]...))
+	return append(out, b[me:]...)
 }
 
 // decodeString decodes a JSON string value of a body json.Valid accepted.

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -178,7 +179,9 @@ func FuzzParseRequestOnePass(f *testing.F) {
 		`{"model":"m","messages":[]}`, `{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}}`,
 		`{"model":1,"messages":[}`, `{"model":"m","model":"n","messages":[]}`, `{"stream":5,"model":"m"} x`,
 		`{"model":"m","input":null}`, `{"model":"m","previous_response_id":"r"}`, `[1]`, `{"a":1,}`, ` {} `,
-		`{"mo\u0064el":"m","messages":[1,{"a":[]}]}`,
+		`{"mo\u0064el":"m","messages":[1,{"a":[]}]}`, `{"model":"m","Model":"x","messages":[]}`,
+		`{"model":"m","messages":[],"stream_options":{"include_usage":true,"Include_usage":1}}`,
+		`{"model":"m","messages":[],"stream_options":{ "include_usage" : true }}`, `{"model":"m","messages":[],"ſtream":true}`,
 	} {
 		f.Add([]byte(s), uint8(0))
 	}
@@ -192,7 +195,8 @@ func FuzzParseRequestOnePass(f *testing.F) {
 		}
 		if gotErr == nil && (got.Model != want.Model || got.Stream != want.Stream ||
 			got.modelStart != want.modelStart || got.modelEnd != want.modelEnd ||
-			got.optStart != want.optStart || got.optEnd != want.optEnd) {
+			got.optStart != want.optStart || got.optEnd != want.optEnd ||
+			got.incStart != want.incStart || got.incEnd != want.incEnd || got.IncludeUsage != want.IncludeUsage) {
 			t.Fatalf("ParseRequest(%v, %q) = %+v, the two-pass parse says %+v", route, body, got, want)
 		}
 	})
@@ -206,8 +210,9 @@ func referenceParseRequest(route Route, body []byte) (*ChatRequest, error) {
 	if i >= len(body) || body[i] != '{' {
 		return nil, &RequestError{Message: "request body must be a JSON object"}
 	}
-	req := &ChatRequest{Body: body, modelStart: -1, Route: route, optStart: -1}
+	req := &ChatRequest{Body: body, modelStart: -1, Route: route, optStart: -1, incStart: -1}
 	sawMessages, sawInput := false, false
+	seen := map[string]bool{}
 	i = jsontext.SkipSpace(body, i+1)
 	for i < len(body) && body[i] != '}' {
 		keyEnd := jsontext.SkipValue(body, i)
@@ -220,11 +225,20 @@ func referenceParseRequest(route Route, body []byte) (*ChatRequest, error) {
 		valStart := i
 		valEnd := jsontext.SkipValue(body, i)
 		val := body[valStart:valEnd]
+		// The policy rule, written with strings.EqualFold: what
+		// encoding/json would take for a policy member must be it, once.
+		for _, name := range policyNames {
+			switch {
+			case string(key) == name && seen[name]:
+				return nil, &RequestError{Param: name, Message: "'" + name + "' appears more than once"}
+			case string(key) == name:
+				seen[name] = true
+			case strings.EqualFold(string(key), name):
+				return nil, twinError(string(key), name)
+			}
+		}
 		switch string(key) {
 		case "model":
-			if req.modelStart >= 0 {
-				return nil, &RequestError{Param: "model", Message: "'model' appears more than once"}
-			}
 			model, ok := decodeString(val)
 			if !ok || model == "" {
 				return nil, &RequestError{Param: "model", Message: "'model' must be a non-empty string"}
@@ -247,6 +261,9 @@ func referenceParseRequest(route Route, body []byte) (*ChatRequest, error) {
 			}
 		case "stream_options":
 			req.optStart, req.optEnd = valStart, valEnd
+			if err := referenceStreamOptions(req, val, valStart); err != nil {
+				return nil, err
+			}
 		case "previous_response_id":
 			if string(val) != "null" && route == RouteResponses {
 				sawInput = true
@@ -284,6 +301,33 @@ func referenceParseRequest(route Route, body []byte) (*ChatRequest, error) {
 		}
 	}
 	return req, nil
+}
+
+// referenceStreamOptions reads include_usage from the stream_options
+// object val (at off in the body) by decoding its keys one by one.
+func referenceStreamOptions(req *ChatRequest, val []byte, off int) *RequestError {
+	if val[0] != '{' {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(val))
+	_, _ = dec.Token() // {
+	for dec.More() {
+		tok, _ := dec.Token()
+		k := tok.(string)
+		var raw json.RawMessage
+		_ = dec.Decode(&raw)
+		end := off + int(dec.InputOffset())
+		switch {
+		case k == "include_usage" && req.incStart >= 0:
+			return &RequestError{Param: "stream_options.include_usage", Message: "'stream_options.include_usage' appears more than once"}
+		case k == "include_usage":
+			req.incStart, req.incEnd = end-len(raw), end
+			req.IncludeUsage = string(raw) == "true"
+		case strings.EqualFold(k, "include_usage"):
+			return twinError("stream_options."+k, "stream_options.include_usage")
+		}
+	}
+	return nil
 }
 
 // The one pass must keep encoding/json's nesting limit (10,000 open objects

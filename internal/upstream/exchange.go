@@ -29,7 +29,7 @@ import (
 func (r *ChatRequest) Build(ep *Endpoint, model string, call *Call) error {
 	call.URL = ep.URLs[r.Route]
 	if !ep.Translates(r.Route) {
-		call.Body = r.WithModel(model)
+		call.Body = r.bodyFor(ep, model)
 		return nil
 	}
 	if r.x == nil {
@@ -85,7 +85,7 @@ func (r *ChatRequest) Reader(ep *Endpoint, pass *PassReader) Reader {
 	if ep.Translates(r.Route) {
 		created := time.Now().Unix()
 		if r.Route == RouteChat {
-			return &fromAnthropic{t: anthropic.NewStreamTranslator(r.Model, created, r.includeUsage()), model: r.Model, created: created}
+			return &fromAnthropic{t: anthropic.NewStreamTranslator(r.Model, created, r.IncludeUsage), model: r.Model, created: created}
 		}
 		return &toAnthropic{t: anthropicclient.NewStreamTranslator(r.Model), model: r.Model}
 	}
@@ -98,21 +98,8 @@ func (r *ChatRequest) Reader(ep *Endpoint, pass *PassReader) Reader {
 	case ep.Format == FormatAnthropic:
 		kind = passMessages
 	}
-	*pass = PassReader{kind: kind}
+	*pass = PassReader{kind: kind, hide: kind == passChat && r.asksUsage(ep)}
 	return pass
-}
-
-// includeUsage reads the client's stream_options.include_usage. Reader runs
-// on a hedged attempt's own goroutine, so it reads the body, never the
-// translation Build keeps.
-func (r *ChatRequest) includeUsage() bool {
-	if r.optStart < 0 {
-		return false
-	}
-	var o struct {
-		IncludeUsage bool `json:"include_usage"`
-	}
-	return json.Unmarshal(r.Body[r.optStart:r.optEnd], &o) == nil && o.IncludeUsage
 }
 
 // Refusal is the client-format answer to a request Build refused: 400,

@@ -90,6 +90,10 @@ type Endpoint struct {
 	// DefaultMaxTokens is the max_tokens sent to an anthropic provider when
 	// the client sets none.
 	DefaultMaxTokens int64
+	// StreamUsage makes a pass-through chat stream ask an openai provider
+	// for its usage chunk when the client did not (the routes file's
+	// stream_usage, default true); the client is then not shown it.
+	StreamUsage bool
 }
 
 // Serves reports whether the endpoint's format can serve the client route.
@@ -114,7 +118,7 @@ func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, hea
 	if err != nil {
 		return nil, fmt.Errorf("base_url: %w", err)
 	}
-	e := &Endpoint{Format: format, Auth: auth, Extra: http.Header{}, DefaultMaxTokens: maxTokens}
+	e := &Endpoint{Format: format, Auth: auth, Extra: http.Header{}, DefaultMaxTokens: maxTokens, StreamUsage: true}
 	at := func(suffix string) string {
 		v := *u
 		v.Path = strings.TrimRight(u.Path, "/") + suffix

@@ -27,8 +27,11 @@ type Reader interface {
 	// End is what to send when the body ends cleanly before Done: the
 	// translated close of a stream whose provider omitted it.
 	End(dst []byte) []byte
-	// Usage is the usage read from the stream or the whole body.
+	// Usage is the usage read from the stream or the whole body; a usage
+	// that fails CheckUsage (or cannot be read) is not reported, and
+	// UsageError says why.
 	Usage() (Usage, bool)
+	UsageError() error
 	// Whole reports whether a non-streaming body must be read whole and
 	// given to Body; otherwise it is relayed in chunks and its usage read
 	// from its tail with TailUsage.
@@ -63,7 +66,11 @@ const (
 // PassReader relays a provider's answer byte for byte, reading its usage
 // and, before the commit point, its error and last events.
 type PassReader struct {
-	kind  passKind
+	kind passKind
+	// hide: the gateway asked for the usage chunk (asksUsage), so the
+	// client gets the chunks without it (hideUsage).
+	hide bool
+	usageCheck
 	usage Usage
 	has   bool
 	done  bool
@@ -80,8 +87,13 @@ func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
 		if !committed {
 			p.done = EventIsDone(ev)
 		}
-		if u, ok := EventUsage(ev); ok {
+		if p.hide {
+			return p.hideUsage(ev), nil
+		}
+		if u, found, ok := eventUsage(ev); ok {
 			p.usage, p.has = u, true
+		} else if found {
+			p.unreadable()
 		}
 		return ev, nil
 	}
@@ -112,11 +124,85 @@ func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
 			}
 			if json.Unmarshal(eventData(ev), &v) == nil && v.Response.Usage != nil {
 				p.usage, p.has = v.Response.Usage.usage(), true
+			} else if hasUsageObject(ev) {
+				p.unreadable()
 			}
 			p.done = true
 		}
 	}
 	return ev, nil
+}
+
+// hideUsage reads the usage the gateway asked for and takes it out of a
+// chat chunk, so that the client gets exactly the bytes it would have got
+// without include_usage: the top-level "usage":null OpenAI adds to every
+// chunk is cut out with its comma, and the usage chunk (empty choices) is
+// dropped whole; a usage object on a chunk with choices is cut out like
+// null. ev is the event reader's own buffer, valid until the next event, so
+// the cut is made in place, without a copy. A chunk without "usage" costs
+// one substring test, as EventUsage does.
+func (p *PassReader) hideUsage(ev []byte) []byte {
+	d := eventData(ev)
+	// d is a subslice of ev, so their capacities tell where d starts.
+	off := cap(ev) - cap(d)
+	if bytes.HasSuffix(d, usageNullLast) {
+		// OpenAI's chunk: the member is the last of the top-level object
+		// (in JSON that ends with this closing brace, it can be nothing
+		// else), and is cut without walking the chunk.
+		a := off + len(d) - len(usageNullLast)
+		n := copy(ev[a:], ev[a+len(usageNullLast)-1:])
+		return ev[:a+n]
+	}
+	if !bytes.Contains(d, usageKey) {
+		return ev
+	}
+	ks, vs, ve, ok := memberSpan(d, usageKey)
+	if !ok {
+		return ev
+	}
+	if d[vs] == '{' {
+		if u, ok := decodeUsage(d[vs:ve]); ok {
+			p.usage, p.has = u, true
+		} else {
+			p.unreadable()
+		}
+		if c, ok := memberValue(d, choicesKey); ok && emptyArray(c) {
+			return ev[:0] // the usage chunk: not for this client
+		}
+	} else if string(d[vs:ve]) != "null" {
+		return ev
+	}
+	a, b := ks, ve
+	if j := skipSpaceBack(d, a); j > 0 && d[j-1] == ',' {
+		a = j - 1
+	} else if k := jsontext.SkipSpace(d, b); k < len(d) && d[k] == ',' {
+		b = jsontext.SkipSpace(d, k+1)
+	}
+	n := copy(ev[off+a:], ev[off+b:])
+	return ev[:off+a+n]
+}
+
+var (
+	choicesKey    = []byte(`"choices"`)
+	usageNullLast = []byte(`,"usage":null}`)
+)
+
+// emptyArray reports whether v is [] (whitespace inside allowed).
+func emptyArray(v []byte) bool {
+	if len(v) == 0 || v[0] != '[' {
+		return false
+	}
+	j := jsontext.SkipSpace(v, 1)
+	return j < len(v) && v[j] == ']'
+}
+
+// skipSpaceBack returns the index just past the last byte before i that is
+// not JSON whitespace.
+func skipSpaceBack(b []byte, i int) int {
+	for i > 0 && (b[i-1] == ' ' || b[i-1] == '\t' || b[i-1] == '\n' || b[i-1] == '\r') {
+		i--
+	}
+	return i
 }
 
 // passError is a pass-through stream's error event: before the commit point
@@ -140,6 +226,9 @@ func (p *PassReader) messagesUsage(data []byte) {
 		Usage *wideUsage `json:"usage"`
 	}
 	if json.Unmarshal(data, &v) != nil {
+		if hasUsageObject(data) {
+			p.unreadable()
+		}
 		return
 	}
 	u := v.Usage
@@ -162,7 +251,7 @@ func (p *PassReader) Done() bool { return p.done }
 func (p *PassReader) End(dst []byte) []byte { return dst }
 
 // Usage implements Reader.
-func (p *PassReader) Usage() (Usage, bool) { return p.usage, p.has }
+func (p *PassReader) Usage() (Usage, bool) { return p.checked(p.usage, p.has) }
 
 // Whole implements Reader: pass-through bodies are relayed as they arrive.
 func (p *PassReader) Whole() bool { return false }
@@ -172,18 +261,23 @@ func (p *PassReader) Body(body []byte) ([]byte, error) { return body, nil }
 
 // TailUsage implements Reader.
 func (p *PassReader) TailUsage(tail []byte) (Usage, bool) {
-	if p.kind == passChat || p.kind == passEmbeddings {
-		return TailUsage(tail)
-	}
 	obj, ok := tailUsageObject(tail)
 	if !ok {
 		return Usage{}, false
 	}
+	if p.kind == passChat || p.kind == passEmbeddings {
+		u, ok := decodeUsage(obj)
+		if !ok {
+			p.unreadable()
+		}
+		return p.checked(u, ok)
+	}
 	var w wideUsage
 	if json.Unmarshal(obj, &w) != nil {
+		p.unreadable()
 		return Usage{}, false
 	}
-	return w.usage(), true
+	return p.checked(w.usage(), true)
 }
 
 // wideUsage reads the usage objects of every format: OpenAI chat and
@@ -254,6 +348,7 @@ func eventName(ev []byte) []byte {
 
 // fromAnthropic reads an anthropic provider's answer for an OpenAI client.
 type fromAnthropic struct {
+	usageCheck
 	t       *anthropic.StreamTranslator
 	model   string
 	created int64
@@ -279,10 +374,10 @@ func (f *fromAnthropic) Whole() bool           { return true }
 
 func (f *fromAnthropic) Usage() (Usage, bool) {
 	if f.has {
-		return f.usage, true
+		return f.checked(f.usage, true)
 	}
 	u, ok := f.t.Usage()
-	return Usage(u), ok
+	return f.checked(Usage(u), ok)
 }
 
 func (f *fromAnthropic) Body(body []byte) ([]byte, error) {
@@ -300,6 +395,7 @@ func (f *fromAnthropic) TailUsage([]byte) (Usage, bool) { return f.Usage() }
 
 // toAnthropic reads an openai provider's answer for an Anthropic client.
 type toAnthropic struct {
+	usageCheck
 	t     *anthropicclient.StreamTranslator
 	model string
 	usage Usage
@@ -325,10 +421,10 @@ func (a *toAnthropic) Whole() bool           { return true }
 
 func (a *toAnthropic) Usage() (Usage, bool) {
 	if a.has {
-		return a.usage, true
+		return a.checked(a.usage, true)
 	}
 	u, ok := a.t.Usage()
-	return Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: u.Total}, ok
+	return a.checked(Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: u.Total}, ok)
 }
 
 func (a *toAnthropic) Body(body []byte) ([]byte, error) {

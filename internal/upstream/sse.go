@@ -213,14 +213,23 @@ var usageKey = []byte(`"usage"`)
 // result is encoding/json's; a chunk that is not valid JSON past its usage
 // object may still yield it.
 func EventUsage(ev []byte) (Usage, bool) {
+	u, _, ok := eventUsage(ev)
+	return u, ok
+}
+
+// eventUsage is EventUsage that also reports whether the chunk had a usage
+// object at all (found), so that one that does not decode is told from
+// none.
+func eventUsage(ev []byte) (u Usage, found, ok bool) {
 	if !hasUsageObject(ev) {
-		return Usage{}, false
+		return Usage{}, false, false
 	}
 	val, ok := memberValue(eventData(ev), usageKey)
 	if !ok || len(val) == 0 || val[0] != '{' {
-		return Usage{}, false // absent, null or not an object
+		return Usage{}, false, false // absent, null or not an object
 	}
-	return decodeUsage(val)
+	u, ok = decodeUsage(val)
+	return u, true, ok
 }
 
 // memberValue returns the value of the last top-level member of the JSON
@@ -264,6 +273,45 @@ func memberValue(b, key []byte) ([]byte, bool) {
 			return val, found
 		default:
 			return nil, false
+		}
+	}
+}
+
+// memberSpan is memberValue that also gives where the member starts: the
+// key's quote at ks, the value at b[vs:ve]. vs < ve whenever ok.
+func memberSpan(b, key []byte) (ks, vs, ve int, ok bool) {
+	i := jsontext.SkipSpace(b, 0)
+	if i == len(b) || b[i] != '{' {
+		return 0, 0, 0, false
+	}
+	for i++; ; i++ { // i is past '{' or ','
+		i = jsontext.SkipSpace(b, i)
+		if i == len(b) || b[i] != '"' {
+			return ks, vs, ve, ok && i < len(b) && b[i] == '}'
+		}
+		start := i
+		end := jsontext.SkipString(b, i)
+		k := b[i:end]
+		i = jsontext.SkipSpace(b, end)
+		if i == len(b) || b[i] != ':' {
+			return 0, 0, 0, false
+		}
+		i = jsontext.SkipSpace(b, i+1)
+		vend := jsontext.SkipValue(b, i)
+		if bytes.Equal(k, key) && vend > i {
+			ks, vs, ve, ok = start, i, vend, true
+		}
+		i = jsontext.SkipSpace(b, vend)
+		if i == len(b) {
+			return 0, 0, 0, false
+		}
+		switch b[i] {
+		case ',':
+			continue
+		case '}':
+			return ks, vs, ve, ok
+		default:
+			return 0, 0, 0, false
 		}
 	}
 }

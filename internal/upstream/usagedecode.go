@@ -8,6 +8,69 @@ import (
 	"github.com/llmgw/gateway/internal/jsontext"
 )
 
+// MaxUsageTokens is the ceiling of one token count in a provider's usage:
+// far above any context window or batch (the largest are a few million
+// tokens), far below what overflows a counter (quota.MaxTokenCount is the
+// same figure). A count outside [0, MaxUsageTokens] cannot be true.
+const MaxUsageTokens = 1_000_000_000
+
+// UsageError is a usage object a provider sent that cannot be read (a
+// fraction, a number past int64, a string) or cannot be true (a count below
+// 0 or above MaxUsageTokens). The answer is relayed as it is; the attempt's
+// tokens are unknown (NULL in the ledger, nothing counted toward a token
+// rate), and the attempt's record carries upstream_protocol_error with
+// this message.
+type UsageError struct {
+	Detail string
+}
+
+func (e *UsageError) Error() string { return "impossible usage from the provider: " + e.Detail }
+
+// CheckUsage is the rule every format's usage meets before it is counted
+// or recorded: each count in [0, MaxUsageTokens].
+func CheckUsage(u Usage) error {
+	for _, c := range [...]struct {
+		name string
+		n    int64
+	}{{"prompt_tokens", u.PromptTokens}, {"completion_tokens", u.CompletionTokens}, {"total_tokens", u.TotalTokens}} {
+		if c.n < 0 || c.n > MaxUsageTokens {
+			return &UsageError{Detail: c.name + " " + strconv.FormatInt(c.n, 10) + " is outside [0, " +
+				strconv.Itoa(MaxUsageTokens) + "]"}
+		}
+	}
+	return nil
+}
+
+// errUnreadableUsage is a usage object present but not decodable as counts.
+var errUnreadableUsage = &UsageError{Detail: "the usage object's counts are not whole numbers within int64"}
+
+// usageCheck keeps a reader's first usage fault, for UsageError.
+type usageCheck struct{ bad error }
+
+// checked applies CheckUsage to a usage a reader is about to report.
+func (c *usageCheck) checked(u Usage, ok bool) (Usage, bool) {
+	if !ok {
+		return Usage{}, false
+	}
+	if err := CheckUsage(u); err != nil {
+		if c.bad == nil {
+			c.bad = err
+		}
+		return Usage{}, false
+	}
+	return u, true
+}
+
+// unreadable notes a usage object that did not decode.
+func (c *usageCheck) unreadable() {
+	if c.bad == nil {
+		c.bad = errUnreadableUsage
+	}
+}
+
+// UsageError implements Reader.
+func (c *usageCheck) UsageError() error { return c.bad }
+
 // decodeUsage is json.Unmarshal of a usage object into a Usage, with
 // encoding/json's result on every input. The objects providers send (token
 // counts, objects of counts such as prompt_tokens_details, a cost as a
