@@ -44,7 +44,8 @@
 //	Latency → 200 headers (flushed) → [StallAfterHeaders] → Comments × (": keep-alive",
 //	CommentInterval) → FirstByteDelay (SlowDelay for SlowRate's share) → opening
 //	events → Chunks × (ChunkInterval, content event) with [StallAfterChunks] /
-//	[ResetAfterChunks] / [ErrorAfterChunks] checked after each → closing events
+//	[ResetAfterChunks] / [ErrorAfterChunks] / [EndAfterChunks] checked after each →
+//	closing events
 //
 // Opening and closing events per endpoint:
 //
