@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go/v3"
 
 	"github.com/llmgw/gateway/internal/mockupstream"
@@ -98,4 +100,53 @@ models:
 		}
 	})
 	g.gatesIdle(t)
+}
+
+// TestAnthropicSDKCountTokens protects issue 21 with the official
+// Anthropic SDK: Messages.CountTokens on a routed model gets the gateway's
+// estimate, on an unknown model a 404 the SDK reads as not_found_error, and
+// without the client key a 401 authentication_error, never an OpenAI shape.
+func TestAnthropicSDKCountTokens(t *testing.T) {
+	_, url := mockServer(t, mockupstream.Behavior{})
+	g := startFormats(t, `
+providers:
+  - { name: p, base_url: "`+url+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
+models:
+  - { name: m, candidates: [{ provider: p }] }
+`)
+	ctx := context.Background()
+	var ids requestIDs
+	ac := anthropicClientFor(g, &ids)
+	params := anthropic.MessageCountTokensParams{Model: "m",
+		System:   anthropic.MessageCountTokensParamsSystemUnion{OfString: anthropic.String("be brief")},
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("How many tokens is this message, roughly?"))}}
+	n, err := ac.Messages.CountTokens(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The messages array alone is over 60 bytes as the SDK encodes it.
+	if n.InputTokens < 15 || n.InputTokens > 60 {
+		t.Fatalf("input_tokens %d, want the estimate of bytes/4", n.InputTokens)
+	}
+	for _, tt := range []struct {
+		name   string
+		model  string
+		client anthropic.Client
+		status int
+		typ    string
+	}{
+		{"unknown model", "nope", ac, http.StatusNotFound, "not_found_error"},
+		{"no client key", "m", anthropic.NewClient(aoption.WithBaseURL(g.base), aoption.WithAPIKey("wrong"), aoption.WithMaxRetries(0)),
+			http.StatusUnauthorized, "authentication_error"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := params
+			p.Model = anthropic.Model(tt.model)
+			_, err := tt.client.Messages.CountTokens(ctx, p)
+			var ae *anthropic.Error
+			if !errors.As(err, &ae) || ae.StatusCode != tt.status || string(ae.Type()) != tt.typ {
+				t.Fatalf("err %v, want %d %s", err, tt.status, tt.typ)
+			}
+		})
+	}
 }
