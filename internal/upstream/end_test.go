@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -94,4 +95,26 @@ func TestPassChatDoneAfterCommit(t *testing.T) {
 	if !p.Done() {
 		t.Fatal("[DONE] after the commit point not seen")
 	}
+}
+
+// FuzzHasFinishReason: whatever the text of a chunk's content (quotes,
+// backslashes, the key's own name), the finish_reason test sees exactly the
+// chunk's own finish_reason, and any bytes at all end the scan.
+func FuzzHasFinishReason(f *testing.F) {
+	f.Add(`say "finish_reason": "stop"`, "stop", false)
+	f.Add(`\"finish_reason\":\"`, "", true)
+	f.Add(`finish_reason"`, "length", false)
+	f.Add("", "", true)
+	f.Fuzz(func(t *testing.T, content, reason string, null bool) {
+		c, _ := json.Marshal(content)
+		r := []byte("null")
+		if !null {
+			r, _ = json.Marshal(reason)
+		}
+		ev := `data: {"choices":[{"index":0,"delta":{"content":` + string(c) + `},"finish_reason":` + string(r) + `}]}` + "\n\n"
+		if got := hasFinishReason([]byte(ev)); got != !null {
+			t.Fatalf("hasFinishReason(%s) = %v, want %v", ev, got, !null)
+		}
+		hasFinishReason([]byte(content)) // raw bytes: must not panic
+	})
 }
