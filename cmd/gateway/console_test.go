@@ -225,6 +225,13 @@ models:
 	if eval(fmt.Sprintf(`document.querySelector('%s') ? 'listed' : 'missing'`, row)) != "listed" {
 		t.Fatalf("the failover request is not in the list filtered by provider broken")
 	}
+	// The list fits the window: no sideways scroll for an operator at
+	// 1280 px (the issue saw it overflow a 1400 px one).
+	if got := eval(`(() => { const t = document.getElementById('requests-table'); ` +
+		`return t.scrollWidth <= t.parentElement.clientWidth ? 'fits' : ` +
+		`'table ' + t.scrollWidth + ' px in ' + t.parentElement.clientWidth + ' px'; })()`); got != "fits" {
+		t.Fatalf("the requests table is wider than the window: %s", got)
+	}
 	screenshot("requests")
 
 	// The request: its timeline has two candidates, failed then success,

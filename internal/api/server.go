@@ -155,12 +155,15 @@ func New(opts Options) *Server {
 	for _, rt := range []upstream.Route{upstream.RouteMessages, upstream.RouteEmbeddings, upstream.RouteResponses} {
 		s.others[rt] = chain(middlewares, apiHandler{s, rt})
 	}
+	// Under /v1/messages the clients are Anthropic SDKs: they read only
+	// Anthropic-shaped errors.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, http.StatusNotFound, typeInvalidRequest, codeNotFound, "", "no route for "+r.Method+" "+r.URL.Path)
+		writeRouteError(w, r, pathRoute(r.URL.Path), http.StatusNotFound, typeInvalidRequest, codeNotFound, "", "no route for "+r.Method+" "+r.URL.Path)
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, http.StatusMethodNotAllowed, typeInvalidRequest, codeMethodNotAllowed, "", "method "+r.Method+" not allowed on "+r.URL.Path)
+		writeRouteError(w, r, pathRoute(r.URL.Path), http.StatusMethodNotAllowed, typeInvalidRequest, codeMethodNotAllowed, "", "method "+r.Method+" not allowed on "+r.URL.Path)
 	})
+	r.Post(countTokensPath, s.messagesCountTokens)
 	// ServeHTTP takes every POST here; the routes make chi answer 405 to
 	// the other methods on the paths.
 	r.Method(http.MethodPost, chatPath, apiHandler{s, upstream.RouteChat})
@@ -251,6 +254,15 @@ func otherRoute(path string) upstream.Route {
 		return upstream.RouteEmbeddings
 	case "/v1/responses":
 		return upstream.RouteResponses
+	}
+	return upstream.RouteChat
+}
+
+// pathRoute is the client route whose error shape a path's errors take:
+// messages for /v1/messages and everything under it, chat otherwise.
+func pathRoute(path string) upstream.Route {
+	if path == apiPaths[upstream.RouteMessages] || strings.HasPrefix(path, apiPaths[upstream.RouteMessages]+"/") {
+		return upstream.RouteMessages
 	}
 	return upstream.RouteChat
 }

@@ -216,6 +216,17 @@ func (a *Attempt) holdEvents(first []byte, prov *Provider) error {
 				return nil
 			}
 		}
+		if r.err == io.EOF {
+			// An answer whole without its last event commits as it is;
+			// any other stream that ended here was cut.
+			out, err := a.rd.End(a.out[:0])
+			if err != nil {
+				return a.cutBeforeCommit(r.err)
+			}
+			a.ended = true
+			a.held = append(a.held, out...)
+			break
+		}
 		if r.err != nil {
 			return a.cutBeforeCommit(r.err)
 		}
@@ -422,8 +433,14 @@ func (a *Attempt) nextEvent() ([]byte, error) {
 		if err != nil {
 			if err == io.EOF {
 				if !a.ended && !a.rd.Done() {
+					// Ended before its last event: a cut (the reader's
+					// error) unless the answer is whole without it.
 					a.ended = true
-					if b := a.rd.End(a.out[:0]); len(b) > 0 {
+					b, err := a.rd.End(a.out[:0])
+					if err != nil {
+						return nil, err
+					}
+					if len(b) > 0 {
 						a.out = b
 						return b, nil
 					}

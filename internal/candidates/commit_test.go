@@ -20,6 +20,7 @@ import (
 type scriptedBody struct {
 	chunks  []string
 	release chan struct{}
+	then    []string // read once release is closed
 	end     error
 }
 
@@ -34,6 +35,9 @@ func (b *scriptedBody) Read(p []byte) (int, error) {
 	if b.release != nil {
 		<-b.release
 		b.release = nil
+		if b.chunks, b.then = b.then, nil; len(b.chunks) > 0 {
+			return b.Read(p)
+		}
 	}
 	if b.end != nil {
 		return 0, b.end
@@ -132,7 +136,9 @@ func TestCommitWithin(t *testing.T) {
 	h := newHealthRig(t, strings.Replace(commitRoutes, "stream_commit: { events: 3 }", "stream_commit: { events: 3, within: 30ms }", 1))
 	release := make(chan struct{})
 	h.run.Upstreams = map[string]Sender{
-		"a": streamSender{func() *scriptedBody { return &scriptedBody{chunks: []string{ev1}, release: release} }},
+		"a": streamSender{func() *scriptedBody {
+			return &scriptedBody{chunks: []string{ev1}, release: release, then: []string{"data: [DONE]\n\n"}}
+		}},
 	}
 	// Bounds the test if the hold ignored within: Run would wait for this.
 	guard := time.AfterFunc(5*time.Second, func() { close(release) })
@@ -151,8 +157,11 @@ func TestCommitWithin(t *testing.T) {
 	if guard.Stop() {
 		close(release)
 	}
+	if b, err := a.Next(); err != nil || string(b) != "data: [DONE]\n\n" {
+		t.Fatalf("after release: %q, %v; want [DONE]", b, err)
+	}
 	if b, err := a.Next(); err != io.EOF {
-		t.Fatalf("after release: %q, %v; want the clean end", b, err)
+		t.Fatalf("after [DONE]: %q, %v; want the clean end", b, err)
 	}
 	if out := a.Finish(io.EOF); out.Status != report.RequestSuccess {
 		t.Fatalf("outcome %+v", out)

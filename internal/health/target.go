@@ -399,6 +399,7 @@ func (t *Target) status(now time.Time) TargetStatus {
 		State:               t.state,
 		ConsecutiveFailures: t.failures,
 		LastErrorType:       t.lastError,
+		ProbeInFlight:       t.probeHeld,
 	}
 	if t.state != Healthy {
 		u := t.until.UTC().Round(0)

@@ -118,9 +118,13 @@ type TargetStatus struct {
 	KeyID               string     `json:"key_id"`
 	State               State      `json:"state"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
-	CooldownUntil       *time.Time `json:"cooldown_until"`     // while cooling or probing; null when healthy
-	LastErrorType       string     `json:"last_error_type"`    // "" before any counted failure
-	EWMAFirstByteMS     *float64   `json:"ewma_first_byte_ms"` // null without samples
+	CooldownUntil       *time.Time `json:"cooldown_until"` // while cooling or probing; null when healthy
+	// ProbeInFlight: a request holds the target's probe. A probing target
+	// without one waits for its next request, which becomes the probe: an
+	// idle target can stay so long after its cooldown ended.
+	ProbeInFlight   bool     `json:"probe_in_flight"`
+	LastErrorType   string   `json:"last_error_type"`    // "" before any counted failure
+	EWMAFirstByteMS *float64 `json:"ewma_first_byte_ms"` // null without samples
 }
 
 // Snapshot returns every target's status, ordered by provider, key label and

@@ -59,10 +59,37 @@ func TestSnapshotJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `[{"provider":"backup","target":"d2","key_id":"0:cd34","state":"healthy","consecutive_failures":0,"cooldown_until":null,"last_error_type":"","ewma_first_byte_ms":null},` +
-		`{"provider":"primary","target":"d1","key_id":"0:ab12","state":"cooling","consecutive_failures":1,"cooldown_until":"2025-01-01T00:00:30Z","last_error_type":"upstream_http_error","ewma_first_byte_ms":1.5}]`
+	want := `[{"provider":"backup","target":"d2","key_id":"0:cd34","state":"healthy","consecutive_failures":0,"cooldown_until":null,"probe_in_flight":false,"last_error_type":"","ewma_first_byte_ms":null},` +
+		`{"provider":"primary","target":"d1","key_id":"0:ab12","state":"cooling","consecutive_failures":1,"cooldown_until":"2025-01-01T00:00:30Z","probe_in_flight":false,"last_error_type":"upstream_http_error","ewma_first_byte_ms":1.5}]`
 	if string(got) != want {
 		t.Fatalf("snapshot JSON\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestSnapshotProbeInFlight: a target whose cooldown ended while no
+// request came is probing with no probe out (the console says it waits for
+// its next request rather than showing a probe); the request that takes
+// the probe sets probe_in_flight, and its verdict clears it.
+func TestSnapshotProbeInFlight(t *testing.T) {
+	clk := newFakeClock()
+	tr := NewTracker(clk, nil)
+	a := tr.Add("p", "d1", "0:ab", Settings{})
+	a.Done(http429After(5*time.Second), false)
+	clk.Advance(78 * time.Second)
+	st := tr.Snapshot()[0]
+	if st.State != Probing || st.ProbeInFlight || st.CooldownUntil == nil || !st.CooldownUntil.Before(clk.Now()) {
+		t.Fatalf("idle after its cooldown: %+v", st)
+	}
+	ok, probe, _ := a.Check()
+	if !ok || !probe {
+		t.Fatalf("Check = %v %v, want the probe", ok, probe)
+	}
+	if st := tr.Snapshot()[0]; st.State != Probing || !st.ProbeInFlight {
+		t.Fatalf("with the probe out: %+v", st)
+	}
+	a.Done(Verdict{Success: true}, true)
+	if st := tr.Snapshot()[0]; st.State != Healthy || st.ProbeInFlight {
+		t.Fatalf("after the probe succeeded: %+v", st)
 	}
 }
 

@@ -55,6 +55,12 @@ type Behavior struct {
 	// middle of a generation. StallAfterChunks and ResetAfterChunks win when they
 	// trigger at the same chunk.
 	ErrorAfterChunks int
+	// EndAfterChunks (stream), when > 0, ends the stream cleanly once that many content
+	// chunks were sent, with no error and without its closing events (no finish_reason,
+	// usage or [DONE]; no message_stop; no response.completed): a provider that stops
+	// in the middle of an answer without saying so. The other *AfterChunks faults win
+	// when they trigger at the same chunk.
+	EndAfterChunks int
 	// Status, when non-zero and not 200, is answered with an OpenAI-shaped error body
 	// instead of a completion (for stream requests too: providers fail before the stream
 	// starts). Subject to FailRate.
@@ -120,6 +126,7 @@ const (
 	HeaderStallAfterChunks  = "X-Mock-Stall-After-Chunks"
 	HeaderResetAfterChunks  = "X-Mock-Reset-After-Chunks"
 	HeaderErrorAfterChunks  = "X-Mock-Error-After-Chunks"
+	HeaderEndAfterChunks    = "X-Mock-End-After-Chunks"
 	HeaderStatus            = "X-Mock-Status"
 	HeaderFailRate          = "X-Mock-Fail-Rate"
 	HeaderHangRate          = "X-Mock-Hang-Rate"
@@ -183,7 +190,7 @@ func (b Behavior) Validate() error {
 	}{
 		{"Comments", b.Comments}, {"Chunks", b.Chunks},
 		{"StallAfterChunks", b.StallAfterChunks}, {"ResetAfterChunks", b.ResetAfterChunks},
-		{"ErrorAfterChunks", b.ErrorAfterChunks},
+		{"ErrorAfterChunks", b.ErrorAfterChunks}, {"EndAfterChunks", b.EndAfterChunks},
 	}
 	for _, f := range counts {
 		if err := checkCount(f.n); err != nil {
@@ -312,6 +319,7 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 	count(HeaderStallAfterChunks, &b.StallAfterChunks)
 	count(HeaderResetAfterChunks, &b.ResetAfterChunks)
 	count(HeaderErrorAfterChunks, &b.ErrorAfterChunks)
+	count(HeaderEndAfterChunks, &b.EndAfterChunks)
 	boolean(HeaderUsage, &b.Usage)
 	boolean(HeaderKeyless, &b.Keyless)
 	if v, ok := headerValue(h, HeaderStatus); ok && err == nil {

@@ -20,6 +20,7 @@ type chatRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	Tools json.RawMessage `json:"tools"` // read again, whole, only when present (tools.go)
 }
 
 // buffers are reused across requests: one for the per-stream chunk prefix, one for the
@@ -53,6 +54,9 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 		identity: c.b.Identity,
 		chunks:   c.b.Chunks,
 		promptN:  promptTokens(c.body),
+	}
+	if len(req.Tools) > 2 { // neither absent, null nor []
+		comp.tool = chatToolCall(c.body)
 	}
 	if !req.Stream {
 		c.o = serveNonStream(w, r, &c.b, &comp)
@@ -180,6 +184,9 @@ func serveStream(w http.ResponseWriter, r *http.Request, b *Behavior, c *complet
 	if !sse.send(bufs.out) {
 		return outcomeCancelled
 	}
+	if c.tool.name != "" {
+		return serveToolStream(sse, r, b, c, bufs, includeUsage)
+	}
 	for i := 1; i <= c.chunks; i++ {
 		if !sleep(ctx, b.ChunkInterval) {
 			return outcomeCancelled
@@ -209,4 +216,36 @@ func serveStream(w http.ResponseWriter, r *http.Request, b *Behavior, c *complet
 func appendChatStreamError(dst []byte) []byte {
 	dst = append(dst, "data: "...)
 	return append(appendErrorBody(dst, "mock stream error", "server_error", "", "server_error"), '\n')
+}
+
+// serveToolStream streams a tool call after the role chunk: its head (id, name,
+// empty arguments) and its arguments as the two content chunks the faults count,
+// then the finish chunk (tool_calls), usage when asked for and [DONE].
+func serveToolStream(sse sseStream, r *http.Request, b *Behavior, c *completion, bufs *buffers, includeUsage bool) outcome {
+	for i := 1; i <= 2; i++ {
+		if !sleep(r.Context(), b.ChunkInterval) {
+			return outcomeCancelled
+		}
+		bufs.out = c.appendToolChunk(bufs.out[:0], bufs.prefix, i == 1)
+		if !sse.send(bufs.out) {
+			return outcomeCancelled
+		}
+		if o, done := sse.afterChunk(b, i, bufs, appendChatStreamError); done {
+			return o
+		}
+	}
+	bufs.out = append(append(bufs.out[:0], bufs.prefix...), `{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`+"\n\n"...)
+	if !sse.send(bufs.out) {
+		return outcomeCancelled
+	}
+	if includeUsage {
+		bufs.out = c.appendUsageChunk(bufs.out[:0], bufs.prefix)
+		if !sse.send(bufs.out) {
+			return outcomeCancelled
+		}
+	}
+	if !sse.send(append(bufs.out[:0], doneEvent...)) {
+		return outcomeCancelled
+	}
+	return outcomeCompleted
 }

@@ -36,7 +36,14 @@
 // Anthropic-shaped ({"type":"error","error":{"type":"overloaded_error",...}}, 529 for
 // overloaded) on the Anthropic one. The Anthropic route also refuses, as Anthropic does,
 // a request without x-api-key (401, unless Behavior.Keyless) or anthropic-version (400),
-// and answers a tool call when Behavior.ToolUse asks for one.
+// and answers a tool call when Behavior.ToolUse asks for one. The OpenAI chat and
+// Responses endpoints answer a tool call, stream and not, when the request declares
+// tools and either tool_choice requires one (a named function, or "required": the
+// first declared tool) or the last user message asks for a declared tool by name
+// ("use the <name> tool", "call <name>", case ignored); the arguments are an object of
+// placeholders for the tool's required parameters, and after a tool's result (a "tool"
+// message, a function_call_output item) the answer is text again. tools.go has the
+// exact rules, so an agent SDK pointed at the mock runs a tool and ends its loop.
 //
 // Streaming timeline, every pause a select on the request context so that a client
 // that leaves ends the handler at once (counted in Stats.Cancelled):
@@ -44,7 +51,8 @@
 //	Latency → 200 headers (flushed) → [StallAfterHeaders] → Comments × (": keep-alive",
 //	CommentInterval) → FirstByteDelay (SlowDelay for SlowRate's share) → opening
 //	events → Chunks × (ChunkInterval, content event) with [StallAfterChunks] /
-//	[ResetAfterChunks] / [ErrorAfterChunks] checked after each → closing events
+//	[ResetAfterChunks] / [ErrorAfterChunks] / [EndAfterChunks] checked after each →
+//	closing events
 //
 // Opening and closing events per endpoint:
 //

@@ -30,7 +30,8 @@ type completion struct {
 	model    string // echoed from the request
 	identity string // unescaped
 	chunks   int
-	promptN  int // fake prompt_tokens: a deterministic function of the body size
+	promptN  int      // fake prompt_tokens: a deterministic function of the body size
+	tool     toolCall // the tool call the answer makes instead of its text (tools.go)
 	// usageNull ends every chunk before the usage chunk with "usage":null,
 	// as OpenAI does when stream_options.include_usage is true.
 	usageNull bool
@@ -119,11 +120,49 @@ func (c *completion) appendBody(dst []byte) []byte {
 	dst = strconv.AppendInt(dst, c.created, 10)
 	dst = append(dst, `,"model":`...)
 	dst = appendJSONString(dst, c.model)
+	if c.tool.name != "" {
+		dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[`...)
+		dst = c.appendToolCall(append(dst, '{'), true, true)
+		dst = append(dst, `]},"finish_reason":"tool_calls"}],`...)
+		dst = c.appendUsage(dst)
+		return append(dst, "}\n"...)
+	}
 	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
 	dst = c.appendFullText(dst)
 	dst = append(dst, `"},"finish_reason":"stop"}],`...)
 	dst = c.appendUsage(dst)
 	return append(dst, "}\n"...)
+}
+
+// appendToolCall appends the answer's tool call as a tool_calls element: with its
+// id, type and name (head), and its arguments ("" in a stream's first fragment).
+// The caller has opened the object (and put a stream's index in it).
+func (c *completion) appendToolCall(dst []byte, head, args bool) []byte {
+	if head {
+		dst = append(dst, `"id":"call_mock_`...)
+		dst = strconv.AppendInt(dst, c.id, 10)
+		dst = append(dst, `","type":"function","function":{"name":`...)
+		dst = appendJSONString(dst, c.tool.name)
+		dst = append(dst, ',')
+	} else {
+		dst = append(dst, `"function":{`...)
+	}
+	dst = append(dst, `"arguments":`...)
+	if args {
+		dst = appendJSONString(dst, string(c.tool.args))
+	} else {
+		dst = append(dst, `""`...)
+	}
+	return append(dst, "}}"...)
+}
+
+// appendToolChunk appends a stream's tool call chunk: the head with empty
+// arguments, or the arguments alone, as OpenAI streams them.
+func (c *completion) appendToolChunk(dst, prefix []byte, head bool) []byte {
+	dst = append(dst, prefix...)
+	dst = append(dst, `{"index":0,"delta":{"tool_calls":[{"index":0,`...)
+	dst = c.appendToolCall(dst, head, !head)
+	return append(dst, `]},"finish_reason":null}]}`+"\n\n"...)
 }
 
 // errorKind maps an injected status to the type and code OpenAI uses for it, so the

@@ -16,6 +16,7 @@ type responsesRequest struct {
 	Model  string          `json:"model"`
 	Input  json.RawMessage `json:"input"`
 	Stream bool            `json:"stream"`
+	Tools  json.RawMessage `json:"tools"` // read again, whole, only when present (tools.go)
 }
 
 // response holds what every event of one Responses answer shares.
@@ -55,6 +56,9 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 		chunks:   c.b.Chunks,
 		promptN:  promptTokens(c.body),
 	}}
+	if len(req.Tools) > 2 { // neither absent, null nor []
+		p.tool = responsesToolCall(c.body)
+	}
 	bufs := bufPool.Get().(*buffers)
 	defer bufPool.Put(bufs)
 	if !req.Stream {
@@ -98,6 +102,9 @@ func (p *response) serveStream(w http.ResponseWriter, r *http.Request, b *Behavi
 		if !sse.send(bufs.out) {
 			return outcomeCancelled
 		}
+	}
+	if p.tool.name != "" {
+		return p.serveToolStream(sse, r, b, bufs)
 	}
 	bufs.out = append(p.appendEventHead(bufs.out[:0], "response.output_item.added"), `,"output_index":0,"item":`...)
 	bufs.out = append(p.appendItem(bufs.out, false), "}\n\n"...)
@@ -198,7 +205,11 @@ func (p *response) appendObject(dst []byte, status string) []byte {
 		return append(dst, `,"output":[],"usage":null}`...)
 	}
 	dst = append(dst, `,"output":[`...)
-	dst = p.appendItem(dst, true)
+	if p.tool.name != "" {
+		dst = p.appendFunctionCall(dst, true)
+	} else {
+		dst = p.appendItem(dst, true)
+	}
 	dst = append(dst, `],"usage":{"input_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(p.promptN), 10)
 	dst = append(dst, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
@@ -227,4 +238,64 @@ func (p *response) appendPart(dst []byte, done bool) []byte {
 		dst = p.appendFullText(dst)
 	}
 	return append(dst, `","annotations":[]}`...)
+}
+
+// serveToolStream streams a function call after response.in_progress: the item
+// added with empty arguments, the arguments in one delta (the content chunk the
+// faults count), their .done event, the item done and response.completed.
+func (p *response) serveToolStream(sse sseStream, r *http.Request, b *Behavior, bufs *buffers) outcome {
+	bufs.out = append(p.appendEventHead(bufs.out[:0], "response.output_item.added"), `,"output_index":0,"item":`...)
+	bufs.out = append(p.appendFunctionCall(bufs.out, false), "}\n\n"...)
+	if !sse.send(bufs.out) || !sleep(r.Context(), b.ChunkInterval) {
+		return outcomeCancelled
+	}
+	bufs.out = p.appendArgumentsEventHead(bufs.out[:0], "response.function_call_arguments.delta")
+	bufs.out = append(appendJSONString(append(bufs.out, `,"delta":`...), string(p.tool.args)), "}\n\n"...)
+	if !sse.send(bufs.out) {
+		return outcomeCancelled
+	}
+	if o, done := sse.afterChunk(b, 1, bufs, p.appendStreamError); done {
+		return o
+	}
+	bufs.out = p.appendArgumentsEventHead(bufs.out[:0], "response.function_call_arguments.done")
+	bufs.out = append(appendJSONString(append(bufs.out, `,"arguments":`...), string(p.tool.args)), "}\n\n"...)
+	if !sse.send(bufs.out) {
+		return outcomeCancelled
+	}
+	bufs.out = append(p.appendEventHead(bufs.out[:0], "response.output_item.done"), `,"output_index":0,"item":`...)
+	bufs.out = append(p.appendFunctionCall(bufs.out, true), "}\n\n"...)
+	if !sse.send(bufs.out) {
+		return outcomeCancelled
+	}
+	bufs.out = append(p.appendEventHead(bufs.out[:0], "response.completed"), `,"response":`...)
+	bufs.out = append(p.appendObject(bufs.out, respCompleted), "}\n\n"...)
+	if !sse.send(bufs.out) {
+		return outcomeCancelled
+	}
+	return outcomeCompleted
+}
+
+// appendArgumentsEventHead appends the head of a function_call_arguments event.
+func (p *response) appendArgumentsEventHead(dst []byte, name string) []byte {
+	dst = append(p.appendEventHead(dst, name), `,"item_id":"fc_mock_`...)
+	dst = strconv.AppendInt(dst, p.id, 10)
+	return append(dst, `","output_index":0`...)
+}
+
+// appendFunctionCall appends the answer's function_call output item: in
+// progress with empty arguments, or completed with them.
+func (p *response) appendFunctionCall(dst []byte, done bool) []byte {
+	dst = append(dst, `{"id":"fc_mock_`...)
+	dst = strconv.AppendInt(dst, p.id, 10)
+	dst = append(dst, `","type":"function_call","status":`...)
+	if done {
+		dst = append(dst, `"completed","arguments":`...)
+		dst = appendJSONString(dst, string(p.tool.args))
+	} else {
+		dst = append(dst, `"in_progress","arguments":""`...)
+	}
+	dst = append(dst, `,"call_id":"call_mock_`...)
+	dst = strconv.AppendInt(dst, p.id, 10)
+	dst = append(dst, `","name":`...)
+	return append(appendJSONString(dst, p.tool.name), '}')
 }

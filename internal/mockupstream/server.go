@@ -19,7 +19,7 @@ type Stats struct {
 	Requests  uint64 `json:"requests"`
 	InFlight  int64  `json:"in_flight"`
 	Completed uint64 `json:"completed"` // a success answer was written in full
-	Failed    uint64 `json:"failed"`    // an injected error status or stream error event was answered
+	Failed    uint64 `json:"failed"`    // an injected error status or stream error event was answered, or EndAfterChunks ended a stream short
 	// Rejected counts 400/413 answers to a malformed body or X-Mock-* header, and the
 	// 401 to an Anthropic request without x-api-key.
 	Rejected uint64 `json:"rejected"`

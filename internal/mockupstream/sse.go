@@ -9,8 +9,8 @@ import (
 
 // The part of the streaming timeline every endpoint shares: Latency, 200 headers,
 // StallAfterHeaders, keep-alive comments, FirstByteDelay before the first event, and
-// after each content chunk the StallAfterChunks / ResetAfterChunks / ErrorAfterChunks
-// checks. What the events say is the endpoint's.
+// after each content chunk the StallAfterChunks / ResetAfterChunks / ErrorAfterChunks /
+// EndAfterChunks checks. What the events say is the endpoint's.
 
 // sseStream is an SSE answer whose headers are sent.
 type sseStream struct {
@@ -57,8 +57,9 @@ func (st *sseStream) send(event []byte) bool {
 
 // afterChunk applies the fault due once content chunk i (1-based) is sent, and reports
 // whether the stream ends there and how. StallAfterChunks wins over ResetAfterChunks,
-// which wins over ErrorAfterChunks, at the same chunk. appendError appends the
-// endpoint's mid-stream error event(s); the stream ends cleanly after them.
+// which wins over ErrorAfterChunks, which wins over EndAfterChunks, at the same chunk.
+// appendError appends the endpoint's mid-stream error event(s); the stream ends
+// cleanly after them. EndAfterChunks ends it cleanly with nothing more.
 func (st *sseStream) afterChunk(b *Behavior, i int, bufs *buffers, appendError func([]byte) []byte) (outcome, bool) {
 	switch i {
 	case b.StallAfterChunks:
@@ -71,6 +72,8 @@ func (st *sseStream) afterChunk(b *Behavior, i int, bufs *buffers, appendError f
 		if !st.send(bufs.out) {
 			return outcomeCancelled, true
 		}
+		return outcomeFailed, true
+	case b.EndAfterChunks:
 		return outcomeFailed, true
 	}
 	return outcomeCompleted, false

@@ -447,7 +447,7 @@ func TestHealthAdminView(t *testing.T) {
 	if len(raw) != 3 {
 		t.Fatalf("%d targets, want 3 (two primary keys, one backup): %s", len(raw), body)
 	}
-	fields := []string{"provider", "target", "key_id", "state", "consecutive_failures", "cooldown_until", "last_error_type", "ewma_first_byte_ms"}
+	fields := []string{"provider", "target", "key_id", "state", "consecutive_failures", "cooldown_until", "last_error_type", "ewma_first_byte_ms", "probe_in_flight"}
 	for _, o := range raw {
 		var keys []string
 		for k := range o {

@@ -22,11 +22,18 @@ type Reader interface {
 	// reader relays it like any event. Empty out: nothing for the client
 	// (yet). On error, out holds what the events before the failure made.
 	Event(dst, ev []byte, committed bool) (out []byte, err error)
-	// Done reports whether the stream's last event was read.
+	// Done reports whether the stream's last event was read: [DONE]
+	// (OpenAI chat), message_stop (Anthropic), response.completed,
+	// response.incomplete or response.failed (Responses).
 	Done() bool
-	// End is what to send when the body ends cleanly before Done: the
-	// translated close of a stream whose provider omitted it.
-	End(dst []byte) []byte
+	// End is called when the body ends cleanly (at an event boundary)
+	// before Done. A stream cut short returns ErrEndedEarly, so that it
+	// fails as a cut and is never relayed as a clean end (STYLE habit 6);
+	// an answer that is whole though its terminator is missing (an OpenAI
+	// chat stream that gave its finish_reason) returns what completes it
+	// for the client: nothing when passed through, the translated close
+	// otherwise.
+	End(dst []byte) ([]byte, error)
 	// Usage is the usage read from the stream or the whole body; a usage
 	// that fails CheckUsage (or cannot be read) is not reported, and
 	// UsageError says why.
@@ -51,6 +58,14 @@ type EventError struct {
 
 func (e *EventError) Error() string { return "error event: " + e.Data }
 
+// ErrEndedEarly is a stream whose body ended cleanly before its format's
+// last event: a cut that looks like a clean end. Readers return it from End
+// wrapped in a *ProtocolError, which the loop classifies like any cut.
+var ErrEndedEarly = errors.New("stream ended before its last event")
+
+// endedEarly is End's error for a stream cut short.
+func endedEarly() error { return &ProtocolError{Err: ErrEndedEarly} }
+
 // MaxWholeBody bounds a non-streaming body read whole for translation.
 const MaxWholeBody = 16 << 20
 
@@ -63,29 +78,37 @@ const (
 	passEmbeddings                 // OpenAI embeddings (never streamed)
 )
 
-// PassReader relays a provider's answer byte for byte, reading its usage
-// and, before the commit point, its error and last events.
+// PassReader relays a provider's answer byte for byte, reading its usage,
+// its error events and its last event.
 type PassReader struct {
 	kind passKind
 	// hide: the gateway asked for the usage chunk (asksUsage), so the
 	// client gets the chunks without it (hideUsage).
 	hide bool
 	usageCheck
-	usage Usage
-	has   bool
-	done  bool
+	usage    Usage
+	has      bool
+	done     bool
+	finished bool // chat: a chunk gave a finish_reason
 }
+
+// maxDoneEvent bounds the events tested for [DONE]: "data: [DONE]\n\n" is
+// 14 bytes, and a longer event (every chunk) skips the test.
+const maxDoneEvent = 32
 
 // Event implements Reader.
 func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
 	if p.kind == passChat {
 		// The hot path: a prefix test for an error object (a few
-		// nanoseconds) and a substring test for usage per chunk.
+		// nanoseconds), [DONE] only on short events, a finish_reason
+		// until one was seen, and a substring test for usage per chunk.
 		if EventIsError(ev) {
 			return passError(ev, committed)
 		}
-		if !committed {
-			p.done = EventIsDone(ev)
+		if len(ev) <= maxDoneEvent {
+			p.done = p.done || EventIsDone(ev)
+		} else if !p.finished {
+			p.finished = hasFinishReason(ev)
 		}
 		if p.hide {
 			return p.hideUsage(ev), nil
@@ -247,8 +270,41 @@ func (p *PassReader) messagesUsage(data []byte) {
 // Done implements Reader.
 func (p *PassReader) Done() bool { return p.done }
 
-// End implements Reader: a pass-through stream is relayed as it ended.
-func (p *PassReader) End(dst []byte) []byte { return dst }
+// End implements Reader. A chat stream that gave its finish_reason is a
+// whole answer whose usage chunk and [DONE] are missing: it is relayed as it
+// ended, a success (OpenAI's SDKs end such a stream quietly). Any other
+// stream that ends before its last event was cut.
+func (p *PassReader) End(dst []byte) ([]byte, error) {
+	if p.kind == passChat && p.finished {
+		return dst, nil
+	}
+	return dst, endedEarly()
+}
+
+// hasFinishReason reports whether a chat chunk carries a finish_reason that
+// is a string (not null). The search starts at the key's rarer first
+// letter (a search from its quote costs four times as much: chunks are full
+// of quotes); the quotes around it rule out the key's name inside a string
+// value, where they would be escaped. The first real key decides: a chunk
+// has one choice, and the stream's last one says why it finished.
+func hasFinishReason(ev []byte) bool {
+	for {
+		i := bytes.Index(ev, finishKey)
+		if i < 0 {
+			return false
+		}
+		rest := ev[i+len(finishKey):]
+		if i > 0 && ev[i-1] == '"' && (i < 2 || ev[i-2] != '\\') {
+			if j := jsontext.SkipSpace(rest, 0); j < len(rest) && rest[j] == ':' {
+				j = jsontext.SkipSpace(rest, j+1)
+				return j < len(rest) && rest[j] == '"'
+			}
+		}
+		ev = rest
+	}
+}
+
+var finishKey = []byte(`finish_reason"`)
 
 // Usage implements Reader.
 func (p *PassReader) Usage() (Usage, bool) { return p.checked(p.usage, p.has) }
@@ -368,9 +424,12 @@ func (f *fromAnthropic) Event(dst, ev []byte, _ bool) ([]byte, error) {
 	return out, nil
 }
 
-func (f *fromAnthropic) Done() bool            { return f.t.Done() }
-func (f *fromAnthropic) End(dst []byte) []byte { return dst }
-func (f *fromAnthropic) Whole() bool           { return true }
+func (f *fromAnthropic) Done() bool  { return f.t.Done() }
+func (f *fromAnthropic) Whole() bool { return true }
+
+// End: an Anthropic stream that ends without message_stop was cut, even
+// after its message_delta; the client's [DONE] is never made up.
+func (f *fromAnthropic) End(dst []byte) ([]byte, error) { return dst, endedEarly() }
 
 func (f *fromAnthropic) Usage() (Usage, bool) {
 	if f.has {
@@ -416,8 +475,17 @@ func (a *toAnthropic) Event(dst, ev []byte, _ bool) ([]byte, error) {
 
 func (a *toAnthropic) Done() bool { return a.t.Done() }
 
-func (a *toAnthropic) End(dst []byte) []byte { return a.t.Finish(dst) }
-func (a *toAnthropic) Whole() bool           { return true }
+// End closes the message (stop_reason, message_stop) only for a stream that
+// gave its finish_reason, as PassReader does for chat: otherwise the
+// answer, and any tool call's arguments, may be cut anywhere.
+func (a *toAnthropic) End(dst []byte) ([]byte, error) {
+	if !a.t.Finished() {
+		return dst, endedEarly()
+	}
+	return a.t.Finish(dst), nil
+}
+
+func (a *toAnthropic) Whole() bool { return true }
 
 func (a *toAnthropic) Usage() (Usage, bool) {
 	if a.has {

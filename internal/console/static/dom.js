@@ -145,6 +145,6 @@ export function parseGoDuration(str) {
 
 // badge is a status word with its colour class: the word carries the
 // meaning, the colour only repeats it.
-export function badge(status) {
-  return h('span', { class: `badge s-${status}`, text: status });
+export function badge(status, text = status) {
+  return h('span', { class: `badge s-${status}`, text });
 }

@@ -130,8 +130,9 @@ export class OverviewView {
 
   renderHealth(targets) {
     const cooling = targets.filter((t) => t.state === 'cooling').length;
-    const probing = targets.filter((t) => t.state === 'probing').length;
-    setText(this.health.note, `${targets.length} targets · ${cooling} cooling · ${probing} probing`);
+    const probing = targets.filter((t) => t.state === 'probing' && t.probe_in_flight).length;
+    const due = targets.filter((t) => t.state === 'probing' && !t.probe_in_flight).length;
+    setText(this.health.note, `${targets.length} targets · ${cooling} cooling · ${probing} probing · ${due} probe due`);
     reconcile(this.healthTable.tbody, targets, (t) => t.target,
       () => h('tr'),
       (tr, t) => {
@@ -141,12 +142,15 @@ export class OverviewView {
         setText(c[1], t.key_id);
         c[2].className = 'mono';
         setText(c[2], t.target);
-        if (c[3].dataset.state !== t.state) {
-          c[3].replaceChildren(badge(t.state));
-          c[3].dataset.state = t.state;
+        // A probing target's cooldown is over: it waits for the next
+        // request, which becomes its probe (an idle target may wait long),
+        // or a probe is out. Neither is a cooldown "ago".
+        const label = t.state === 'probing' ? (t.probe_in_flight ? 'probing' : 'probe due') : t.state;
+        if (c[3].dataset.label !== label) {
+          c[3].replaceChildren(badge(t.state, label));
+          c[3].dataset.label = label;
         }
-        setText(c[4], t.cooldown_until && t.state !== 'healthy'
-          ? `${fmtTime(t.cooldown_until)} (${fmtIn(t.cooldown_until)})` : '–');
+        setText(c[4], healthCooldown(t));
         c[5].className = 'num';
         setText(c[5], fmtNum(t.consecutive_failures));
         setText(c[6], t.last_error_type || '–');
@@ -223,4 +227,14 @@ function chart(p, since, until, bucketMs) {
   return h('figure', { class: 'chart', 'data-provider': p.provider },
     h('figcaption', {}, `${p.provider} · ${fmtPct(p.failure_rate)} failed`),
     svg);
+}
+
+// healthCooldown is the cooldown column: when a cooling target's cooldown
+// ends; for a probing one, that it ended and what it waits for.
+export function healthCooldown(t) {
+  if (!t.cooldown_until || t.state === 'healthy') return '–';
+  if (t.state === 'probing') {
+    return t.probe_in_flight ? 'over · probe out' : 'over · the next request probes';
+  }
+  return `${fmtTime(t.cooldown_until)} (${fmtIn(t.cooldown_until)})`;
 }

@@ -155,6 +155,10 @@ function row(r) {
   const c = tr.children;
   c[1].append(h('a', { class: 'mono', href: `#/requests/${encodeURIComponent(r.id)}`, text: r.id }));
   for (const i of [6, 8, 9, 10, 12]) c[i].className = 'num';
+  // The id (36 characters), the error type and the provider chain may
+  // break, so the fourteen columns fit a 1280 px window.
+  c[1].className = 'id';
+  for (const i of [7, 11]) c[i].className = 'wrap-s';
   return tr;
 }
 

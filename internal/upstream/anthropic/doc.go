@@ -93,10 +93,14 @@
 // until the first content so that an error event right after message_start
 // can still fail over with nothing sent; text deltas to content; a tool_use
 // block to a tool_calls entry (index counting tool blocks from 0, with id,
-// name and empty arguments) and its input_json_delta pieces to arguments;
-// message_delta's stop_reason to finish_reason; message_stop to the usage
-// chunk (when asked for) and [DONE]. ping, content_block_stop, thinking,
-// signature and citation deltas, and unknown event types produce nothing.
+// name and empty arguments) and its input_json_delta pieces to arguments
+// (a tool call whose block stops with none, a tool without input, gets the
+// arguments "{}", as OpenAI streams it and as the non-stream translation
+// says); message_delta's stop_reason to finish_reason; message_stop to the
+// usage chunk (when asked for) and [DONE]. ping, other content_block_stops,
+// thinking, signature and citation deltas, and unknown event types produce
+// nothing. A stream that ends without message_stop is cut: the gateway never
+// writes its [DONE].
 //
 // # Errors
 //

@@ -25,6 +25,7 @@ type StreamTranslator struct {
 
 	head     []byte  // `data: {"id":…,"object":…,"created":…,"model":…,`
 	tools    []int64 // block index of each tool_use block, by tool call index
+	toolArgs []bool  // whether each tool call's arguments got a fragment yet
 	scratch  []byte  // the data of an event split across several data: lines
 	usage    messageUsage
 	started  bool // message_start seen
@@ -57,7 +58,8 @@ func (t *StreamTranslator) Usage() (Usage, bool) {
 // upstream.EventReader returns them: usually one event with its blank line)
 // and appends the OpenAI frames to dst. Lines may end in \n, \r\n or \r;
 // comment lines are skipped; several data: lines are joined with \n as SSE
-// defines. out may be dst unchanged: ping, content_block_stop, thinking and
+// defines. out may be dst unchanged: ping, content_block_stop (but a tool
+// call's that had no arguments: "{}"), thinking and
 // message_start produce nothing. Events after message_stop are ignored.
 //
 // An `event: error` returns a *StreamError. An event that is not the
@@ -177,13 +179,13 @@ func (t *StreamTranslator) dispatch(dst, name, data []byte) ([]byte, error) {
 		typ = e.typ[1 : len(e.typ)-1] // the data's type decides; the event name only when it has none
 	}
 	switch string(typ) {
-	case "ping", "content_block_stop":
+	case "ping":
 		return dst, nil
 	case "error":
 		return dst, streamError(e.errObj)
 	case "message_start":
 		return dst, t.messageStart(e)
-	case "content_block_start", "content_block_delta", "message_delta", "message_stop":
+	case "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop":
 		if !t.started {
 			return dst, fmt.Errorf("%w: %s before message_start", ErrMalformed, typ)
 		}
@@ -195,6 +197,13 @@ func (t *StreamTranslator) dispatch(dst, name, data []byte) ([]byte, error) {
 		return t.blockStart(dst, e)
 	case "content_block_delta":
 		return t.blockDelta(dst, e)
+	case "content_block_stop":
+		if index, ok := parseCount(e.index); ok {
+			if n := t.toolIndex(index); n >= 0 {
+				return t.emptyArguments(dst, n), nil
+			}
+		}
+		return dst, nil
 	case "message_delta":
 		return t.messageDelta(dst, e)
 	}
@@ -305,7 +314,7 @@ func (t *StreamTranslator) blockStart(dst []byte, e event) ([]byte, error) {
 			return dst, fmt.Errorf("%w: tool_use block without id or name", ErrMalformed)
 		}
 		n := len(t.tools)
-		t.tools = append(t.tools, index)
+		t.tools, t.toolArgs = append(t.tools, index), append(t.toolArgs, false)
 		dst = t.open(dst)
 		dst = append(dst, `{"tool_calls":[{"index":`...)
 		dst = strconv.AppendInt(dst, int64(n), 10)
@@ -356,6 +365,7 @@ func (t *StreamTranslator) blockDelta(dst []byte, e event) ([]byte, error) {
 		if n < 0 || len(partial) == 2 { // not a tool call, or nothing to add
 			return dst, nil
 		}
+		t.toolArgs[n] = true
 		dst = t.open(dst)
 		dst = append(dst, `{"tool_calls":[{"index":`...)
 		dst = strconv.AppendInt(dst, int64(n), 10)
@@ -365,6 +375,22 @@ func (t *StreamTranslator) blockDelta(dst []byte, e event) ([]byte, error) {
 		return t.close(dst, ""), nil
 	}
 	return dst, nil
+}
+
+// emptyArguments gives tool call n the arguments "{}" when its block
+// stopped without a fragment: a tool that takes no input streams only an
+// empty partial_json, and OpenAI (like the non-stream translation) sends
+// "{}" for it, which clients parse; "" is not JSON.
+func (t *StreamTranslator) emptyArguments(dst []byte, n int) []byte {
+	if t.toolArgs[n] {
+		return dst
+	}
+	t.toolArgs[n] = true
+	dst = t.open(dst)
+	dst = append(dst, `{"tool_calls":[{"index":`...)
+	dst = strconv.AppendInt(dst, int64(n), 10)
+	dst = append(dst, `,"function":{"arguments":"{}"}}]}`...)
+	return t.close(dst, "")
 }
 
 func (t *StreamTranslator) toolIndex(block int64) int {
@@ -406,6 +432,9 @@ func (t *StreamTranslator) messageDelta(dst []byte, e event) ([]byte, error) {
 
 func (t *StreamTranslator) finish(dst []byte, reason string) []byte {
 	t.finished = true
+	for n := range t.tools { // blocks whose content_block_stop never came
+		dst = t.emptyArguments(dst, n)
+	}
 	dst = t.open(dst)
 	dst = append(dst, `{}`...)
 	return t.close(dst, reason)

@@ -59,6 +59,11 @@ func (t *StreamTranslator) Started() bool { return t.started }
 // error was returned. Later events are ignored.
 func (t *StreamTranslator) Done() bool { return t.done }
 
+// Finished reports whether the provider said why the answer finished (a
+// finish_reason): a stream that ends after it without [DONE] is whole, one
+// that ends before it was cut.
+func (t *StreamTranslator) Finished() bool { return t.finish != nil }
+
 // Usage returns the usage the provider reported, if it reported any.
 func (t *StreamTranslator) Usage() (Usage, bool) { return t.usage, t.haveUsage }
 
@@ -116,9 +121,10 @@ func (t *StreamTranslator) Event(dst, ev []byte) (out []byte, err error) {
 
 // Finish ends the message for a provider that stopped without [DONE]: it
 // stops the open block and writes message_delta and message_stop, unless
-// they were written already. A stream that never said why it finished ends
-// with end_turn; a handler that knows the body was cut short should send
-// ErrorEvent instead.
+// they were written already. Call it only for a stream that is Finished: one
+// that never said why it finished was cut short, and its handler should send
+// ErrorEvent instead (a tool_use over truncated arguments, or end_turn on a
+// half answer, would be a fake clean end).
 func (t *StreamTranslator) Finish(dst []byte) []byte {
 	if t.done {
 		return dst
