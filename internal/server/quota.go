@@ -39,7 +39,7 @@ func (g *Gateway) sharedSlots() admission.SharedStore {
 }
 
 // startQuota connects the store's signals to the scheduler and health, and
-// exports gateway_quota_degraded.
+// exports gateway_quota_degraded and the store's counters.
 func (g *Gateway) startQuota() {
 	if g.Quota == nil {
 		return
@@ -68,6 +68,10 @@ func (g *Gateway) startQuota() {
 			Name: "gateway_quota_redis_renewals_total",
 			Help: "Redis renewal calls: one per replica per third of GATEWAY_REDIS_LEASE_TTL, whatever it holds.",
 		}, func() float64 { return float64(st.Calls().Renewals) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "gateway_quota_releases_dropped_total",
+			Help: "Slot releases not kept for Redis because too many were pending during an outage; those slots come back when their leases expire.",
+		}, func() float64 { return float64(st.DroppedReleases()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "gateway_quota_replicas",
 			Help: "Replicas last seen alive through Redis, this one included; shares in degraded mode divide by it.",

@@ -59,6 +59,9 @@ clients:
 	}
 	if _, m := g.get(t, "/metrics", false); !strings.Contains(string(m), "\ngateway_quota_degraded 0\n") {
 		t.Errorf("gateway_quota_degraded is not 0 after the absurd usage")
+	} else if !strings.Contains(string(m), "\ngateway_quota_releases_dropped_total 0\n") {
+		// Exported from start, as a counter operators alert on at zero.
+		t.Errorf("gateway_quota_releases_dropped_total is not exported as 0")
 	}
 	if _, r := g.get(t, "/readyz", false); !strings.Contains(string(r), `"quota":"shared"`) {
 		t.Errorf("/readyz %s, want quota shared", r)
