@@ -139,17 +139,7 @@ func (p *response) serveStream(w http.ResponseWriter, r *http.Request, b *Behavi
 	if !sse.send(p.appendPartEvent(bufs.out[:0], "response.content_part.done", true)) {
 		return outcomeCancelled
 	}
-	bufs.out = append(p.appendEventHead(bufs.out[:0], "response.output_item.done"), `,"output_index":0,"item":`...)
-	bufs.out = append(p.appendItem(bufs.out, true), "}\n\n"...)
-	if !sse.send(bufs.out) {
-		return outcomeCancelled
-	}
-	bufs.out = append(p.appendEventHead(bufs.out[:0], "response.completed"), `,"response":`...)
-	bufs.out = append(p.appendObject(bufs.out, respCompleted), "}\n\n"...)
-	if !sse.send(bufs.out) {
-		return outcomeCancelled
-	}
-	return outcomeCompleted
+	return p.sendDone(&sse, bufs)
 }
 
 // appendEventHead appends `event: <name>\ndata: {"type":"<name>","sequence_number":<n>`
@@ -205,11 +195,7 @@ func (p *response) appendObject(dst []byte, status string) []byte {
 		return append(dst, `,"output":[],"usage":null}`...)
 	}
 	dst = append(dst, `,"output":[`...)
-	if p.tool.name != "" {
-		dst = p.appendFunctionCall(dst, true)
-	} else {
-		dst = p.appendItem(dst, true)
-	}
+	dst = p.appendOutputItem(dst)
 	dst = append(dst, `],"usage":{"input_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(p.promptN), 10)
 	dst = append(dst, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
@@ -262,8 +248,14 @@ func (p *response) serveToolStream(sse sseStream, r *http.Request, b *Behavior, 
 	if !sse.send(bufs.out) {
 		return outcomeCancelled
 	}
+	return p.sendDone(&sse, bufs)
+}
+
+// sendDone ends a stream with response.output_item.done, its item whole
+// (the text or the tool call), and response.completed.
+func (p *response) sendDone(sse *sseStream, bufs *buffers) outcome {
 	bufs.out = append(p.appendEventHead(bufs.out[:0], "response.output_item.done"), `,"output_index":0,"item":`...)
-	bufs.out = append(p.appendFunctionCall(bufs.out, true), "}\n\n"...)
+	bufs.out = append(p.appendOutputItem(bufs.out), "}\n\n"...)
 	if !sse.send(bufs.out) {
 		return outcomeCancelled
 	}
@@ -273,6 +265,15 @@ func (p *response) serveToolStream(sse sseStream, r *http.Request, b *Behavior, 
 		return outcomeCancelled
 	}
 	return outcomeCompleted
+}
+
+// appendOutputItem appends the answer's one finished output item: the tool
+// call when the request gets one, else the message.
+func (p *response) appendOutputItem(dst []byte) []byte {
+	if p.tool.name != "" {
+		return p.appendFunctionCall(dst, true)
+	}
+	return p.appendItem(dst, true)
 }
 
 // appendArgumentsEventHead appends the head of a function_call_arguments event.
