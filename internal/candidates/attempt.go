@@ -508,8 +508,9 @@ func (a *Attempt) Remaining() (d time.Duration, ok bool) {
 		d, ok = a.admitted.Add(total).Sub(w.r.now()), true
 	}
 	if dl := w.req.Deadline; !dl.IsZero() {
-		// The request's deadline is on the wall clock (Run's context).
-		if left := time.Until(dl); !ok || left < d {
+		// The deadline was stamped on the loop's clock (the handler's
+		// receipt): measure what is left on the same clock.
+		if left := dl.Sub(w.r.now()); !ok || left < d {
 			d, ok = left, true
 		}
 	}

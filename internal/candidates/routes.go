@@ -683,7 +683,7 @@ func (v *validator) health(h *HealthConfig, path string) error {
 // usual mistake and is hard to see without it.
 func (v *validator) baseURL(raw, path string) error {
 	// Cut after redacting, so a key across the cut cannot escape it.
-	shown := quoteCut(redactURL(raw, v.keys), 200)
+	shown := quoteCut(RedactURL(raw, v.keys), 200)
 	origin := v.exp[path].origin()
 	u, err := url.Parse(raw)
 	switch {

@@ -460,8 +460,8 @@ func TestRedactURL(t *testing.T) {
 		{"sk-proj-abcdef", "REDACTED"},
 	}
 	for _, tt := range tests {
-		if got := redactURL(tt.in, keys); got != tt.want {
-			t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := RedactURL(tt.in, keys); got != tt.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -552,16 +552,11 @@ func looksLikeKey(s string) bool {
 
 const redactedPart = "REDACTED"
 
-// RedactURL is redactURL for other packages: check-config shows each
-// provider's URL with it. keys are the configured keys, which are
-// replaced wherever they occur.
-func RedactURL(raw string, keys []string) string { return redactURL(raw, keys) }
-
-// redactURL returns raw fit to show in an error: the userinfo password,
+// RedactURL returns raw fit to show in an error or in check-config: the userinfo password,
 // userinfo, path segments and query or fragment values that look like keys,
 // and every configured key wherever it occurs are replaced. It works on the
 // text rather than url.Parse because the URL being reported may not parse.
-func redactURL(raw string, keys []string) string {
+func RedactURL(raw string, keys []string) string {
 	rest := raw
 	var b strings.Builder
 	if i := strings.Index(rest, "://"); i >= 0 {
