@@ -88,13 +88,8 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			rj.reject(http.StatusRequestEntityTooLarge, typeInvalidRequest, codeRequestTooLarge, "",
-				"request body is larger than the gateway's limit")
-			return nil, nil
-		}
-		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", "could not read the request body")
+		status, code, msg := bodyReadError(err)
+		rj.reject(status, typeInvalidRequest, code, "", msg)
 		return nil, nil
 	}
 	chat, err := upstream.ParseRequest(route, body)
@@ -298,6 +293,16 @@ func shorter(a, b time.Duration) time.Duration {
 		return b
 	}
 	return a
+}
+
+// bodyReadError is the answer to a body that could not be read: 413 past
+// the gateway's limit, else 400.
+func bodyReadError(err error) (status int, code, msg string) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return http.StatusRequestEntityTooLarge, codeRequestTooLarge, "request body is larger than the gateway's limit"
+	}
+	return http.StatusBadRequest, codeInvalidRequest, "could not read the request body"
 }
 
 // readBody reads the capped request body once, within the body timeout so

@@ -40,34 +40,27 @@ func (s *Server) messagesCountTokens(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			fail(http.StatusRequestEntityTooLarge, typeInvalidRequest, codeRequestTooLarge, "", "request body is larger than the gateway's limit")
-			return
-		}
-		fail(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", "could not read the request body")
+		status, code, msg := bodyReadError(err)
+		fail(status, typeInvalidRequest, code, "", msg)
+		return
+	}
+	// The one request parser's checks, twins of policy members included;
+	// then the spans the estimate counts.
+	parsed, err := upstream.ParseRequest(upstream.RouteMessages, body)
+	if err != nil {
+		var re *upstream.RequestError
+		errors.As(err, &re)
+		fail(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
 		return
 	}
 	var req struct {
-		Model    *string         `json:"model"`
 		Messages json.RawMessage `json:"messages"`
 		System   json.RawMessage `json:"system"`
 		Tools    json.RawMessage `json:"tools"`
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
-		fail(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", "the body is not a JSON object: "+err.Error())
-		return
-	}
-	if req.Model == nil || *req.Model == "" {
-		fail(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "model", "a non-empty string is required")
-		return
-	}
-	if len(req.Messages) == 0 || req.Messages[0] != '[' {
-		fail(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "messages", "an array is required")
-		return
-	}
-	if _, _, err := rt.Planner.PlanRoute(*req.Model, upstream.RouteMessages); err != nil {
-		fail(http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model", "the model '"+*req.Model+"' does not exist on this gateway")
+	_ = json.Unmarshal(body, &req) // valid JSON: ParseRequest said so
+	if _, _, err := rt.Planner.PlanRoute(parsed.Model, upstream.RouteMessages); err != nil {
+		fail(http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model", "the model '"+parsed.Model+"' does not exist on this gateway")
 		return
 	}
 	n := (len(req.Messages) + len(req.System) + len(req.Tools) + 3) / 4
