@@ -114,8 +114,10 @@ type reloadState struct {
 	clients map[string]providerClient
 	retired []weak.Pointer[upstream.Client]
 	// secrets are every secret value the gateway was ever configured
-	// with, those of retired routes files included (learnSecrets).
+	// with, those of retired routes files included (learnSecrets), and
+	// the same values as a set.
 	secrets []string
+	known   map[string]bool
 }
 
 // retire adds clients no provider uses any more to the retired list.

@@ -1,9 +1,7 @@
 package server
 
 import (
-	"net/textproto"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -12,17 +10,25 @@ import (
 	"github.com/llmgw/gateway/internal/config"
 )
 
-// publicHeaders are provider headers whose values are protocol settings,
-// not credentials: redacting "2023-06-01" wherever it appears would only
-// blank dates out of logs and records.
-var publicHeaders = map[string]bool{
-	"Anthropic-Version": true, "Anthropic-Beta": true, "Content-Type": true,
-	"Accept": true, "User-Agent": true,
+// secretName reports whether a provider header or query parameter named
+// name holds a credential or an account identifier: its value is then
+// redacted wherever it, its head or its tail appears. Other values (a
+// version, a beta flag, an HTTP-Referer, a title) are settings: redacting
+// the 8-byte head of "https://myapp.example" would blank every URL out of
+// the logs and records.
+func secretName(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "openai-organization", "openai-project", "cookie", "sig":
+		return true
+	}
+	for _, w := range []string{"key", "token", "secret", "password", "auth", "signature", "credential"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
 }
-
-// publicQuery are query parameters whose values are not credentials
-// (Azure's api-version); others, like Google's key=, may well be.
-var publicQuery = map[string]bool{"api-version": true}
 
 // secretsOf lists every secret value cfg and routes hold: each provider's
 // API keys, its header and query values (an OpenAI-Organization, a ?key=),
@@ -37,12 +43,12 @@ func secretsOf(cfg config.Config, routes *candidates.Routes) []string {
 				out = append(out, k.Reveal())
 			}
 			for name, v := range p.Headers {
-				if !publicHeaders[textproto.CanonicalMIMEHeaderKey(name)] {
+				if secretName(name) {
 					out = append(out, v)
 				}
 			}
 			for name, v := range p.Query {
-				if !publicQuery[strings.ToLower(name)] {
+				if secretName(name) {
 					out = append(out, v)
 				}
 			}
@@ -78,8 +84,12 @@ func urlPassword(raw string) string {
 // provider, and requests planned before the reload still use it. Called by
 // New and, under reload.mu, by Reload before the new routes serve.
 func (g *Gateway) learnSecrets(routes *candidates.Routes) {
+	if g.reload.known == nil {
+		g.reload.known = map[string]bool{}
+	}
 	for _, v := range secretsOf(g.Config, routes) {
-		if v != "" && !slices.Contains(g.reload.secrets, v) {
+		if v != "" && !g.reload.known[v] {
+			g.reload.known[v] = true
 			g.reload.secrets = append(g.reload.secrets, v)
 		}
 	}

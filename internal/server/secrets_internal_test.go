@@ -26,17 +26,20 @@ func TestSecretsOf(t *testing.T) {
 				RedisURL: secret.New("redis://:redis-Pass-9876@redis:6379/0")}
 			routes := &candidates.Routes{Providers: []candidates.ProviderConfig{{
 				Name: "p", APIKeys: []secret.String{secret.New("gsk_key0123456789"), secret.New("gsk_key9876543210")},
-				Headers: map[string]string{"OpenAI-Organization": "org-0123456789", "anthropic-version": "2023-06-01"},
-				Query:   map[string]string{"key": "AIzaQueryKey0123", "api-version": "2024-10-21"},
+				Headers: map[string]string{"OpenAI-Organization": "org-0123456789", "anthropic-version": "2023-06-01",
+					"HTTP-Referer": "https://myapp.example", "X-Title": "My very own application", "X-Portkey-Api-Key": "pk-0123456789ab"},
+				Query: map[string]string{"key": "AIzaQueryKey0123", "api-version": "2024-10-21", "sig": "sas-sig-0123456789"},
 			}}}
 			got := secretsOf(cfg, routes)
 			for _, want := range []string{tc.want, "admin-token-123", "redis-Pass-9876", "gsk_key0123456789",
-				"gsk_key9876543210", "org-0123456789", "AIzaQueryKey0123"} {
+				"gsk_key9876543210", "org-0123456789", "AIzaQueryKey0123", "pk-0123456789ab", "sas-sig-0123456789"} {
 				if !slices.Contains(got, want) {
 					t.Errorf("secretsOf lacks %q: %q", want, got)
 				}
 			}
-			for _, public := range []string{"2023-06-01", "2024-10-21"} {
+			// Settings, not credentials: their heads would blank every
+			// URL or title out of the logs.
+			for _, public := range []string{"2023-06-01", "2024-10-21", "https://myapp.example", "My very own application"} {
 				if slices.Contains(got, public) {
 					t.Errorf("secretsOf holds the protocol setting %q", public)
 				}
