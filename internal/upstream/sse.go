@@ -238,46 +238,14 @@ func eventUsage(ev []byte) (u Usage, found, ok bool) {
 // can be walked, or has no such key. Every step moves past at least one
 // byte, so any input ends the walk.
 func memberValue(b, key []byte) ([]byte, bool) {
-	i := jsontext.SkipSpace(b, 0)
-	if i == len(b) || b[i] != '{' {
+	_, vs, ve, ok := memberSpan(b, key)
+	if !ok {
 		return nil, false
 	}
-	var val []byte
-	found := false
-	for i++; ; i++ { // i is past '{' or ','
-		i = jsontext.SkipSpace(b, i)
-		if i == len(b) || b[i] != '"' {
-			// '}' right after '{' is an empty object; anything else is
-			// not JSON.
-			return val, found && i < len(b) && b[i] == '}'
-		}
-		end := jsontext.SkipString(b, i)
-		k := b[i:end]
-		i = jsontext.SkipSpace(b, end)
-		if i == len(b) || b[i] != ':' {
-			return nil, false
-		}
-		i = jsontext.SkipSpace(b, i+1)
-		vend := jsontext.SkipValue(b, i)
-		if bytes.Equal(k, key) {
-			val, found = b[i:vend], true
-		}
-		i = jsontext.SkipSpace(b, vend)
-		if i == len(b) {
-			return nil, false
-		}
-		switch b[i] {
-		case ',':
-			continue
-		case '}':
-			return val, found
-		default:
-			return nil, false
-		}
-	}
+	return b[vs:ve], true
 }
 
-// memberSpan is memberValue that also gives where the member starts: the
+// memberSpan is the walk behind memberValue, which also gives where the member starts: the
 // key's quote at ks, the value at b[vs:ve]. vs < ve whenever ok.
 func memberSpan(b, key []byte) (ks, vs, ve int, ok bool) {
 	i := jsontext.SkipSpace(b, 0)
