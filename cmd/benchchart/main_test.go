@@ -122,3 +122,23 @@ func TestRewriteDocWithoutMarkers(t *testing.T) {
 		t.Errorf("err %v, want errNoMarkers", err)
 	}
 }
+
+// TestRepoDocHasMarkers: make bench-doc can rewrite docs/benchmarks.md, and
+// the doc shows the chart the target writes.
+func TestRepoDocHasMarkers(t *testing.T) {
+	b, err := os.ReadFile("../../docs/benchmarks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i, j := strings.Index(s, beginMarker), strings.Index(s, endMarker)
+	if i < 0 || j < i || strings.Count(s, beginMarker) != 1 {
+		t.Errorf("docs/benchmarks.md needs one %q followed by %q", beginMarker, endMarker)
+	}
+	if !strings.Contains(s, "](bench.png)") {
+		t.Error("docs/benchmarks.md does not show bench.png")
+	}
+	if _, err := os.Stat("../../docs/bench.png"); err != nil {
+		t.Error(err)
+	}
+}
