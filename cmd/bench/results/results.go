@@ -165,11 +165,11 @@ func WriteTable(w io.Writer, r *Run) {
 			met++
 			continue
 		}
-		missed = append(missed, fmt.Sprintf("%s (%s: %s)", t.Target, strings.Trim(t.Result, "*"), t.Measured))
+		missed = append(missed, fmt.Sprintf("- %s: %s (%s)", t.Target, strings.Trim(t.Result, "*"), t.Measured))
 	}
 	fmt.Fprintf(w, "\nTargets met: %d of %d.", met, len(r.Targets))
 	if len(missed) > 0 {
-		fmt.Fprintf(w, " Not met: %s.", strings.Join(missed, "; "))
+		fmt.Fprintf(w, " Not met:\n\n%s", strings.Join(missed, "\n"))
 	}
 	fmt.Fprintln(w)
 }
