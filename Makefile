@@ -5,7 +5,7 @@ BIN       := bin
 PKGS      := ./...
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: build test demo run bench bench-micro lint fuzz clean
+.PHONY: build test demo run bench bench-chart bench-doc bench-micro lint fuzz clean
 
 build:
 	$(GO) build -o $(BIN)/gateway ./cmd/gateway
@@ -28,8 +28,18 @@ demo: build
 run: build
 	bash scripts/run.sh
 
+# The load benchmark (docs/benchmarks.md), then its chart and results table from
+# the JSON it writes; bench-doc puts a full run's chart and table into the doc.
+BENCH_JSON ?= data/bench-results.json
 bench: build
-	$(GO) run ./cmd/bench
+	BENCH_JSON=$(BENCH_JSON) $(GO) run ./cmd/bench
+	$(MAKE) --no-print-directory bench-chart
+
+bench-chart:
+	$(GO) run ./cmd/benchchart -in $(BENCH_JSON) -out data/bench.png -table
+
+bench-doc:
+	$(GO) run ./cmd/benchchart -in $(BENCH_JSON) -out docs/bench.png -doc docs/benchmarks.md
 
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./internal/...

@@ -28,7 +28,9 @@
 //
 // Environment: BENCH_QUICK=1 runs fewer rates, one round and shorter runs (about a
 // minute); BENCH_PPROF=DIR also captures the gateway's CPU and allocation profiles
-// under load, and its heap with the streams open, into DIR (about 30 s more); BENCH_OUT=FILE writes the report there too; BENCH_KEEP=1 keeps
+// under load, and its heap with the streams open, into DIR (about 30 s more); BENCH_OUT=FILE writes the report there too;
+// BENCH_JSON=FILE (default data/bench-results.json) is where the results go as JSON, for
+// cmd/benchchart's chart and table; BENCH_KEEP=1 keeps
 // the temp dir with the processes' logs; BENCH_BIN (default bin) holds the binaries;
 // BENCH_RECORDS=off runs the gateway without Postgres, to see what records cost;
 // BENCH_PG=shared skips scripts/pg-local.sh and uses the server on 127.0.0.1:5432;
@@ -219,6 +221,11 @@ func run() error {
 			return err
 		}
 	}
+	path := jsonPath()
+	if err := writeJSON(path, rep.results(s, started)); err != nil {
+		return err
+	}
+	logf("results in %s (make bench-chart draws them)", path)
 	return nil
 }
 

@@ -7,8 +7,14 @@ import (
 	"time"
 )
 
-// writeTargets checks the issue's targets against the measurements.
-func (r *report) writeTargets(w io.Writer) {
+// writeTargets writes the targets table.
+func (r *report) writeTargets(w io.Writer) { r.targetRows().write(w) }
+
+// targetRows checks the issue's targets against the measurements: a table whose
+// first row is the header, then one row per target (target, measured, result).
+// targetList (targetlist.go) names every target it can check; the doc's table
+// is tested against that list.
+func (r *report) targetRows() *table {
 	tb := &table{}
 	tb.add("target (from the issue)", "measured", "result")
 	verdict := func(ok bool, measured bool) string {
@@ -88,7 +94,7 @@ func (r *report) writeTargets(w io.Writer) {
 	lost := r.records["gateway_report_dropped_total"]
 	tb.add("zero errors (gateway requests; records dropped)", fmt.Sprintf("%d errors; %.0f records dropped", gwErrs, lost),
 		verdict(gwErrs == 0 && lost == 0, true))
-	tb.write(w)
+	return tb
 }
 
 // totalCPUTarget checks the gateway's CPU plus its Postgres cluster's per
