@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
 // List limits (GET /admin/requests).
@@ -83,22 +82,8 @@ type RequestPage struct {
 // ListedRequest is a row of requests as the list shows it, plus the distinct
 // providers its candidates attempted, in candidate order.
 type ListedRequest struct {
-	ID             uuid.UUID `json:"id"`
-	CreatedAt      time.Time `json:"created_at"`
-	Model          string    `json:"model"`
-	Route          string    `json:"route"`
-	Stream         bool      `json:"stream"`
-	Client         *string   `json:"client"`
-	Priority       *string   `json:"priority"`
-	Status         string    `json:"status"`
-	StatusCode     *int32    `json:"status_code"`
-	ErrorType      *string   `json:"error_type"`
-	LatencyMS      *int64    `json:"latency_ms"`
-	FirstByteMS    *int64    `json:"first_byte_ms"`
-	CandidateCount int32     `json:"candidate_count"`
-	TotalTokens    *int64    `json:"total_tokens"`
-	Replica        string    `json:"replica"`
-	Providers      []string  `json:"providers"`
+	RequestSummary
+	Providers []string `json:"providers"`
 }
 
 // attemptedStatuses are the candidate statuses of an attempt that was
@@ -145,7 +130,7 @@ func listSQL(f *ListFilter) (string, []any) {
 	limit := arg(f.Limit + 1) // one more tells whether there is a next page
 	return `SELECT r.id, r.created_at, r.model, r.route, r.stream, r.client, r.priority, r.status,
     r.status_code, r.error_type, r.latency_ms, r.first_byte_ms, r.candidate_count, r.total_tokens,
-    r.replica, COALESCE(p.providers, '{}')
+    r.replica, COALESCE(p.providers, '{}') AS providers
 FROM (
     SELECT * FROM requests r` + cond + `
     ORDER BY r.created_at DESC, r.id DESC
@@ -176,22 +161,12 @@ func (w *Writer) ListRequests(ctx context.Context, f ListFilter) (RequestPage, e
 	if f.Status != "" && !ValidRequestStatus(f.Status) {
 		return RequestPage{}, fmt.Errorf("report: unknown request status %q", f.Status)
 	}
-	pool := w.pool.Load()
-	if pool == nil {
-		return RequestPage{}, ErrUnavailable
+	pool, err := w.readPool()
+	if err != nil {
+		return RequestPage{}, err
 	}
 	sql, args := listSQL(&f)
-	rows, err := pool.Query(ctx, sql, args...)
-	if err != nil {
-		return RequestPage{}, fmt.Errorf("report: list requests: %w", err)
-	}
-	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ListedRequest, error) {
-		var r ListedRequest
-		err := row.Scan(&r.ID, &r.CreatedAt, &r.Model, &r.Route, &r.Stream, &r.Client, &r.Priority,
-			&r.Status, &r.StatusCode, &r.ErrorType, &r.LatencyMS, &r.FirstByteMS, &r.CandidateCount,
-			&r.TotalTokens, &r.Replica, &r.Providers)
-		return r, err
-	})
+	list, err := collectRows[ListedRequest](ctx, pool, sql, args...)
 	if err != nil {
 		return RequestPage{}, fmt.Errorf("report: list requests: %w", err)
 	}
@@ -201,9 +176,6 @@ func (w *Writer) ListRequests(ctx context.Context, f ListFilter) (RequestPage, e
 		last := page.Requests[f.Limit-1]
 		next := Cursor{CreatedAt: last.CreatedAt, ID: last.ID}.String()
 		page.NextBefore = &next
-	}
-	if page.Requests == nil {
-		page.Requests = []ListedRequest{} // JSON [] rather than null
 	}
 	return page, nil
 }

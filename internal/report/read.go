@@ -2,12 +2,12 @@ package report
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Timeline is one request and its candidates, as stored, for the admin API
@@ -17,26 +17,35 @@ type Timeline struct {
 	Candidates []TimelineCandidate `json:"candidates"`
 }
 
-// TimelineRequest is a row of requests.
+// RequestSummary is the columns of a requests row that both admin reads
+// show: the list shows these (and the providers), the timeline these and the
+// rest. Fields are matched to the SELECT's columns by name (see collectRows):
+// LatencyMS reads latency_ms.
+type RequestSummary struct {
+	ID             uuid.UUID `json:"id"`
+	CreatedAt      time.Time `json:"created_at"`
+	Model          string    `json:"model"`
+	Route          string    `json:"route"`
+	Stream         bool      `json:"stream"`
+	Client         *string   `json:"client"`
+	Priority       *string   `json:"priority"`
+	Status         string    `json:"status"`
+	StatusCode     *int32    `json:"status_code"`
+	ErrorType      *string   `json:"error_type"`
+	LatencyMS      *int64    `json:"latency_ms"`
+	FirstByteMS    *int64    `json:"first_byte_ms"`
+	CandidateCount int32     `json:"candidate_count"`
+	TotalTokens    *int64    `json:"total_tokens"`
+	Replica        string    `json:"replica"`
+}
+
+// TimelineRequest is a row of requests: the summary and the columns only
+// the timeline shows.
 type TimelineRequest struct {
-	ID               uuid.UUID  `json:"id"`
+	RequestSummary
 	ClientRequestID  *string    `json:"client_request_id"`
-	CreatedAt        time.Time  `json:"created_at"`
-	Model            string     `json:"model"`
-	Route            string     `json:"route"`
-	Replica          string     `json:"replica"`
-	Stream           bool       `json:"stream"`
-	Client           *string    `json:"client"`
-	Priority         *string    `json:"priority"`
-	Status           string     `json:"status"`
-	StatusCode       *int32     `json:"status_code"`
-	ErrorType        *string    `json:"error_type"`
-	LatencyMS        *int64     `json:"latency_ms"`
-	FirstByteMS      *int64     `json:"first_byte_ms"`
-	CandidateCount   int32      `json:"candidate_count"`
 	PromptTokens     *int64     `json:"prompt_tokens"`
 	CompletionTokens *int64     `json:"completion_tokens"`
-	TotalTokens      *int64     `json:"total_tokens"`
 	FinishedAt       *time.Time `json:"finished_at"`
 }
 
@@ -60,6 +69,8 @@ type TimelineCandidate struct {
 	CreatedAt      time.Time  `json:"created_at"`
 }
 
+// The reads' columns are named as the fields of the structs they fill (see
+// collectRows), in any order.
 const selectRequestSQL = `SELECT id, client_request_id, created_at, model, route, replica, stream, client, priority,
     status, status_code, error_type, latency_ms, first_byte_ms, candidate_count,
     prompt_tokens, completion_tokens, total_tokens, finished_at
@@ -76,38 +87,44 @@ ORDER BY candidate_index, retry_index`
 // if some of its candidates were already written), and ErrUnavailable before
 // Postgres was ever reached. Records still queued or spooled are not visible.
 func (w *Writer) Timeline(ctx context.Context, id uuid.UUID) (Timeline, error) {
-	pool := w.pool.Load()
-	if pool == nil {
-		return Timeline{}, ErrUnavailable
+	pool, err := w.readPool()
+	if err != nil {
+		return Timeline{}, err
 	}
-	var tl Timeline
-	r := &tl.Request
-	err := pool.QueryRow(ctx, selectRequestSQL, id).Scan(
-		&r.ID, &r.ClientRequestID, &r.CreatedAt, &r.Model, &r.Route, &r.Replica, &r.Stream, &r.Client, &r.Priority,
-		&r.Status, &r.StatusCode, &r.ErrorType, &r.LatencyMS, &r.FirstByteMS, &r.CandidateCount,
-		&r.PromptTokens, &r.CompletionTokens, &r.TotalTokens, &r.FinishedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Timeline{}, ErrNotFound
-	}
+	reqs, err := collectRows[TimelineRequest](ctx, pool, selectRequestSQL, id)
 	if err != nil {
 		return Timeline{}, fmt.Errorf("report: read request %s: %w", id, err)
 	}
-	rows, err := pool.Query(ctx, selectCandidatesSQL, id)
+	if len(reqs) == 0 {
+		return Timeline{}, ErrNotFound
+	}
+	cands, err := collectRows[TimelineCandidate](ctx, pool, selectCandidatesSQL, id)
 	if err != nil {
 		return Timeline{}, fmt.Errorf("report: read candidates of %s: %w", id, err)
 	}
-	tl.Candidates, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (TimelineCandidate, error) {
-		var c TimelineCandidate
-		err := row.Scan(&c.CandidateIndex, &c.RetryIndex, &c.Provider, &c.Endpoint, &c.KeyID,
-			&c.Model, &c.Status, &c.SkipReason, &c.StatusCode, &c.ErrorType, &c.ErrorMessage,
-			&c.LatencyMS, &c.FirstByteMS, &c.StartedAt, &c.FinishedAt, &c.CreatedAt)
-		return c, err
-	})
+	return Timeline{Request: reqs[0], Candidates: cands}, nil
+}
+
+// readPool is the pool the admin reads query, or ErrUnavailable before
+// Postgres was ever reached.
+func (w *Writer) readPool() (*pgxpool.Pool, error) {
+	pool := w.pool.Load()
+	if pool == nil {
+		return nil, ErrUnavailable
+	}
+	return pool, nil
+}
+
+// collectRows runs one admin read and scans every row into a T, column to
+// field by name (pgx.RowToStructByName: a db tag, or the field name matched
+// ignoring case and underscores), so the SELECT list and the struct cannot
+// drift apart by position; a column without a field, or a field without a
+// column, is an error. No rows is an empty, non-nil slice (JSON [] rather
+// than null).
+func collectRows[T any](ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) ([]T, error) {
+	rows, err := pool.Query(ctx, sql, args...)
 	if err != nil {
-		return Timeline{}, fmt.Errorf("report: read candidates of %s: %w", id, err)
+		return nil, err
 	}
-	if tl.Candidates == nil {
-		tl.Candidates = []TimelineCandidate{} // JSON [] rather than null
-	}
-	return tl, nil
+	return pgx.CollectRows(rows, pgx.RowToStructByName[T])
 }

@@ -68,3 +68,85 @@ func TestTimelineBeforeConnect(t *testing.T) {
 		t.Errorf("err %v, want ErrUnavailable", err)
 	}
 }
+
+// TestAdminReadsEveryColumn pins what the admin answers carry for a fully
+// set row: every column of the request and its candidate under its
+// snake_case key with the value written, in both the timeline and the
+// list, and no other key. A column lost or mapped to the wrong field by the
+// reads' scanning would show here.
+func TestAdminReadsEveryColumn(t *testing.T) {
+	w := connectedWriter(t, migratedURL(t))
+	id := uuid.New()
+	fin := baseTime.Add(2 * time.Second)
+	mustUpsert(t, w, []record{
+		{kind: kindCandidate, cand: Candidate{RequestID: id, Index: 1, RetryIndex: 2, Provider: "prov", Endpoint: "https://up.example",
+			KeyID: "k1", Model: "up-model", Status: CandidateFailed, SkipReason: "sr", StatusCode: 503, ErrorType: ErrorTypeUpstreamHTTP,
+			ErrorMessage: "boom", Latency: 700 * time.Millisecond, FirstByte: 90 * time.Millisecond,
+			StartedAt: baseTime.Add(time.Second), FinishedAt: fin, CreatedAt: baseTime}},
+		{kind: kindRequest, req: Request{ID: id, ClientRequestID: "cr-1", CreatedAt: baseTime, Model: "m", Route: "messages",
+			Replica: "gw-3", Stream: true, Client: "web", Priority: "interactive", Status: RequestFailed, StatusCode: 503,
+			ErrorType: ErrorTypeUpstreamHTTP, Latency: 1500 * time.Millisecond, FirstByte: 300 * time.Millisecond,
+			CandidateCount: 2, HasUsage: true, PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7, FinishedAt: fin}},
+	})
+	asMap := func(v any) map[string]any {
+		t.Helper()
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	same := func(what string, got, want map[string]any) {
+		t.Helper()
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				t.Errorf("%s %s = %#v (present %v), want %#v", what, k, g, ok, v)
+			}
+		}
+		for k := range got {
+			if _, ok := want[k]; !ok {
+				t.Errorf("%s has unexpected key %s", what, k)
+			}
+		}
+	}
+	const created, finished, started = "2026-03-01T12:00:00Z", "2026-03-01T12:00:02Z", "2026-03-01T12:00:01Z"
+	common := map[string]any{"id": id.String(), "created_at": created, "model": "m", "route": "messages", "replica": "gw-3",
+		"stream": true, "client": "web", "priority": "interactive", "status": "failed", "status_code": 503.0,
+		"error_type": ErrorTypeUpstreamHTTP, "latency_ms": 1500.0, "first_byte_ms": 300.0, "candidate_count": 2.0,
+		"total_tokens": 7.0}
+
+	tl, err := w.Timeline(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Timeline: %v", err)
+	}
+	wantReq := map[string]any{"client_request_id": "cr-1", "prompt_tokens": 3.0, "completion_tokens": 4.0, "finished_at": finished}
+	for k, v := range common {
+		wantReq[k] = v
+	}
+	same("timeline request", asMap(tl.Request), wantReq)
+	if len(tl.Candidates) != 1 {
+		t.Fatalf("%d candidates, want 1", len(tl.Candidates))
+	}
+	same("timeline candidate", asMap(tl.Candidates[0]), map[string]any{"candidate_index": 1.0, "retry_index": 2.0,
+		"provider": "prov", "endpoint": "https://up.example", "key_id": "k1", "model": "up-model", "status": "failed",
+		"skip_reason": "sr", "status_code": 503.0, "error_type": ErrorTypeUpstreamHTTP, "error_message": "boom",
+		"latency_ms": 700.0, "first_byte_ms": 90.0, "started_at": started, "finished_at": finished, "created_at": created})
+
+	page, err := w.ListRequests(context.Background(), ListFilter{})
+	if err != nil {
+		t.Fatalf("ListRequests: %v", err)
+	}
+	if len(page.Requests) != 1 {
+		t.Fatalf("%d listed, want 1", len(page.Requests))
+	}
+	listed := asMap(page.Requests[0])
+	if p, ok := listed["providers"].([]any); !ok || len(p) != 1 || p[0] != "prov" {
+		t.Errorf("listed providers %#v, want [prov]", listed["providers"])
+	}
+	delete(listed, "providers")
+	same("listed request", listed, common)
+}

@@ -97,9 +97,9 @@ func (w *Writer) ProviderStats(ctx context.Context, window time.Duration) (Provi
 	if window < MinStatsWindow || window > MaxStatsWindow {
 		return ProviderStats{}, fmt.Errorf("report: stats window %s outside [%s, %s]", window, MinStatsWindow, MaxStatsWindow)
 	}
-	pool := w.pool.Load()
-	if pool == nil {
-		return ProviderStats{}, ErrUnavailable
+	pool, err := w.readPool()
+	if err != nil {
+		return ProviderStats{}, err
 	}
 	now := w.now()
 	since, until, bucket := StatsGrid(window, now)
