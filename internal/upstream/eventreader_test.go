@@ -190,6 +190,39 @@ func FuzzEventReader(f *testing.F) {
 	})
 }
 
+// FuzzParseEvent holds ParseEvent to the spec's field steps on any bytes:
+// the lines of the first event (blank lines before it skipped; one not
+// ended by a blank line ends with the input), cut by refLine.
+func FuzzParseEvent(f *testing.F) {
+	f.Add([]byte("event: e\r\ndata: a\rdata:\n:c\nid: 1\nretry: 5\n\ndata: next\n\n"))
+	f.Add([]byte("\n\rdata\r\ndata:  x"))
+	f.Add([]byte("id: a\x00b\rretry: 1x\revent\r\r"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in := string(b)
+		var lines []string
+		for in != "" {
+			line := in
+			if m := refLine.FindStringSubmatch(in); m != nil {
+				line, in = m[1], in[len(m[0]):]
+			} else {
+				in = ""
+			}
+			if line == "" {
+				if lines != nil {
+					break
+				}
+				continue
+			}
+			lines = append(lines, line)
+		}
+		want := referenceFields(lines)
+		want.dataLines = min(want.dataLines, 2)
+		if got := fieldsOf(b); got != want {
+			t.Fatalf("ParseEvent(%q) = %+v, want %+v", b, got, want)
+		}
+	})
+}
+
 // TestEventReaderRules: each framing rule, read one byte at a time.
 func TestEventReaderRules(t *testing.T) {
 	tests := []struct {

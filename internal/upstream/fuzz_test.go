@@ -404,6 +404,9 @@ func FuzzEventReaderBuffered(f *testing.F) {
 		": ping\n\ndata: [DONE]\n\n",
 		"data: a\n\nevent: x\ndata: b\ndata: c\n\nid: 1\n",
 		"\n\n\ndata: a\n\n",
+		"data: a\r\rdata: b\r\r",
+		"data: a\r\n\r",
+		"\xef\xbb\xbfdata: a\n\n",
 	} {
 		f.Add([]byte(s))
 	}

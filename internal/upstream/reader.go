@@ -430,21 +430,38 @@ type fromAnthropic struct {
 	scratch []byte // joins an event's data lines when it has several
 }
 
-// Event gives the translator each event of ev (one, from EventReader) that
-// has data, as a browser dispatches only those.
 func (f *fromAnthropic) Event(dst, ev []byte, _ bool) ([]byte, error) {
+	return translateEvents(dst, ev, &f.scratch, f)
+}
+
+// translate implements translator.
+func (f *fromAnthropic) translate(dst, name, data []byte) ([]byte, bool, error) {
+	out, err := f.t.Event(dst, name, data)
+	var se *anthropic.StreamError
+	return out, errors.As(err, &se), err
+}
+
+// translator is a translating reader's stream translator: it turns one
+// event's name and data into client bytes, and tells an error event
+// (isEvent) from a malformed one.
+type translator interface {
+	translate(dst, name, data []byte) (out []byte, isEvent bool, err error)
+}
+
+// translateEvents gives t each event of ev (one, from EventReader) that has
+// data, as a browser dispatches only those; scratch joins data lines.
+func translateEvents(dst, ev []byte, scratch *[]byte, t translator) ([]byte, error) {
 	for len(ev) > 0 {
 		var e EventFields
-		e, ev, f.scratch = nextEvent(ev, f.scratch)
+		e, ev, *scratch = nextEvent(ev, *scratch)
 		if !e.HasData {
 			continue
 		}
-		out, err := f.t.Event(dst, e.Name, e.Data)
-		if err != nil {
-			var se *anthropic.StreamError
-			if errors.As(err, &se) {
-				return out, &EventError{Data: string(bytes.TrimSpace(e.Data))}
-			}
+		out, isEvent, err := t.translate(dst, e.Name, e.Data)
+		switch {
+		case isEvent:
+			return out, &EventError{Data: string(bytes.TrimSpace(e.Data))}
+		case err != nil:
 			return out, &ProtocolError{Err: err}
 		}
 		dst = out
@@ -490,26 +507,15 @@ type toAnthropic struct {
 	scratch []byte // joins an event's data lines when it has several
 }
 
-// Event gives the translator the data of each event of ev (one, from
-// EventReader) that has data.
 func (a *toAnthropic) Event(dst, ev []byte, _ bool) ([]byte, error) {
-	for len(ev) > 0 {
-		var e EventFields
-		e, ev, a.scratch = nextEvent(ev, a.scratch)
-		if !e.HasData {
-			continue
-		}
-		out, err := a.t.Data(dst, e.Data)
-		if err != nil {
-			var pe *anthropicclient.ProviderError
-			if errors.As(err, &pe) {
-				return out, &EventError{Data: string(bytes.TrimSpace(e.Data))}
-			}
-			return out, &ProtocolError{Err: err}
-		}
-		dst = out
-	}
-	return dst, nil
+	return translateEvents(dst, ev, &a.scratch, a)
+}
+
+// translate implements translator: a chat stream's events have no names.
+func (a *toAnthropic) translate(dst, _, data []byte) ([]byte, bool, error) {
+	out, err := a.t.Data(dst, data)
+	var pe *anthropicclient.ProviderError
+	return out, errors.As(err, &pe), err
 }
 
 func (a *toAnthropic) Done() bool { return a.t.Done() }
