@@ -437,6 +437,9 @@ func (f *fromAnthropic) Event(dst, ev []byte, _ bool) ([]byte, error) {
 // translate implements translator.
 func (f *fromAnthropic) translate(dst, name, data []byte) ([]byte, bool, error) {
 	out, err := f.t.Event(dst, name, data)
+	if err == nil {
+		return out, false, nil // without an errors.As, whose target escapes
+	}
 	var se *anthropic.StreamError
 	return out, errors.As(err, &se), err
 }
@@ -514,6 +517,9 @@ func (a *toAnthropic) Event(dst, ev []byte, _ bool) ([]byte, error) {
 // translate implements translator: a chat stream's events have no names.
 func (a *toAnthropic) translate(dst, _, data []byte) ([]byte, bool, error) {
 	out, err := a.t.Data(dst, data)
+	if err == nil {
+		return out, false, nil
+	}
 	var pe *anthropicclient.ProviderError
 	return out, errors.As(err, &pe), err
 }
