@@ -18,7 +18,11 @@ import (
 // (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 //   - a line ends at "\n", "\r\n" or a bare "\r"; a "\r" that is the last
 //     byte read so far is not taken for a line end before the next byte
-//     says whether it is half of a "\r\n";
+//     (or the body's end) says whether it is half of a "\r\n", so that a
+//     "\r\n" cut by two reads is one line end and an event's bytes never
+//     depend on how reads cut the body. The price falls on a stream that
+//     ends its events with a bare "\r" (no provider is known to): such an
+//     event waits for the next byte;
 //   - a blank line ends an event; blank lines before an event's first line
 //     are dropped;
 //   - a line starting with ':' is a comment;

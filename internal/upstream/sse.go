@@ -129,8 +129,9 @@ func hasUsageObject(b []byte) bool {
 			return false
 		}
 		b = b[i+len(usageKey):]
-		// skipSpace is JSON's whitespace: a data line cannot hold '\n' but can
-		// hold '\r', and BodyUsage accepts it around the colon.
+		// SkipSpace is JSON's whitespace: an event's data holds '\n' where
+		// data lines were joined, and BodyUsage accepts any of it around the
+		// colon.
 		if j := jsontext.SkipSpace(b, 0); j < len(b) && b[j] == ':' {
 			if j = jsontext.SkipSpace(b, j+1); j < len(b) && b[j] == '{' {
 				return true
