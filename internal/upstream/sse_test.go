@@ -164,3 +164,21 @@ func TestEventKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestHideUsageJoinedData: a chunk whose data came in several data: lines
+// has its usage taken out too (written again as data lines), and a usage
+// chunk so sent is dropped with its usage read.
+func TestHideUsageJoinedData(t *testing.T) {
+	p := PassReader{kind: passChat, hide: true}
+	out, err := p.Event(nil, []byte("data: {\"choices\":[{\"delta\":{}}],\r\ndata: \"usage\":null}\r\n\r\n"), true)
+	if err != nil || string(out) != "data: {\"choices\":[{\"delta\":{}}]}\n\n" {
+		t.Fatalf("Event = %q, %v", out, err)
+	}
+	out, err = p.Event(nil, []byte("data: {\"choices\":[],\ndata: \"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}\n\n"), true)
+	if err != nil || len(out) != 0 {
+		t.Fatalf("usage chunk relayed: %q, %v", out, err)
+	}
+	if u, ok := p.Usage(); !ok || u.TotalTokens != 3 {
+		t.Fatalf("Usage = %+v, %v", u, ok)
+	}
+}
