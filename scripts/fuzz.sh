@@ -15,6 +15,7 @@ targets=(
   "./internal/upstream FuzzDecodeString"
   "./internal/upstream FuzzParseRequestOnePass"
   "./internal/upstream FuzzEventReader"
+  "./internal/upstream FuzzParseEvent"
   "./internal/upstream FuzzTailUsage"
   "./internal/upstream FuzzBodyUsage"
   "./internal/upstream FuzzEventUsage"

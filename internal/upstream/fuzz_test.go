@@ -171,8 +171,8 @@ func FuzzBodyUsage(f *testing.F) {
 	})
 }
 
-// FuzzEventUsage: any event bytes are safe, and a data line holding a JSON
-// body yields exactly the usage encoding/json finds in it: the cheap filter
+// FuzzEventUsage: any event bytes are safe, and data lines holding a JSON
+// body yield exactly the usage encoding/json finds in it: the cheap filter
 // in front of the decoder never drops a real usage object.
 func FuzzEventUsage(f *testing.F) {
 	addBodySeeds(f)
@@ -182,15 +182,16 @@ func FuzzEventUsage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		b = b[:len(b):len(b)]
 		EventUsage(b) // the raw bytes as a whole event, framing and all
-		if bytes.IndexByte(b, '\n') >= 0 {
-			return
-		}
-		ev := exact("data: " + string(b) + "\n\n")
+		// The body as an event's data: one data: line per line of it (a
+		// line of data ends at any SSE line end), which ParseEvent joins
+		// with "\n", JSON whitespace like the line end it replaced.
+		norm := strings.ReplaceAll(strings.ReplaceAll(string(b), "\r\n", "\n"), "\r", "\n")
+		ev := exact("data: " + strings.ReplaceAll(norm, "\n", "\ndata: ") + "\n\n")
 		u, ok := EventUsage(ev)
-		if !judgeable(b, true) {
+		if !judgeable([]byte(norm), true) {
 			return
 		}
-		want, wantOK := jsonUsage(b)
+		want, wantOK := jsonUsage([]byte(norm))
 		if ok != wantOK || u != want {
 			t.Fatalf("EventUsage(%q) = %+v %v, encoding/json finds %+v %v", ev, u, ok, want, wantOK)
 		}
@@ -403,6 +404,9 @@ func FuzzEventReaderBuffered(f *testing.F) {
 		": ping\n\ndata: [DONE]\n\n",
 		"data: a\n\nevent: x\ndata: b\ndata: c\n\nid: 1\n",
 		"\n\n\ndata: a\n\n",
+		"data: a\r\rdata: b\r\r",
+		"data: a\r\n\r",
+		"\xef\xbb\xbfdata: a\n\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -89,65 +89,69 @@ type PassReader struct {
 	usage    Usage
 	has      bool
 	done     bool
-	finished bool // chat: a chunk gave a finish_reason
+	finished bool   // chat: a chunk gave a finish_reason
+	scratch  []byte // joins an event's data lines when it has several
 }
 
 // maxDoneEvent bounds the events tested for [DONE]: "data: [DONE]\n\n" is
 // 14 bytes, and a longer event (every chunk) skips the test.
 const maxDoneEvent = 32
 
-// Event implements Reader.
-func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
+// Event implements Reader. ev is one event, as EventReader returns it; its
+// fields are ParseEvent's.
+func (p *PassReader) Event(dst, ev []byte, committed bool) ([]byte, error) {
+	var f EventFields
+	f, _, p.scratch = nextEvent(ev, p.scratch)
+	d := f.Data
 	if p.kind == passChat {
 		// The hot path: a prefix test for an error object (a few
 		// nanoseconds), [DONE] only on short events, a finish_reason
 		// until one was seen, and a substring test for usage per chunk.
-		if EventIsError(ev) {
-			return passError(ev, committed)
+		if isErrorData(d) {
+			return passError(d, ev, committed)
 		}
 		if len(ev) <= maxDoneEvent {
-			p.done = p.done || EventIsDone(ev)
+			p.done = p.done || isDoneData(d)
 		} else if !p.finished {
-			p.finished = hasFinishReason(ev)
+			p.finished = hasFinishReason(d)
 		}
 		if p.hide {
-			return p.hideUsage(ev), nil
+			return p.hideUsage(dst, ev, f), nil
 		}
-		if u, found, ok := eventUsage(ev); ok {
+		if u, found, ok := dataUsage(d); ok {
 			p.usage, p.has = u, true
 		} else if found {
 			p.unreadable()
 		}
 		return ev, nil
 	}
-	name := eventName(ev)
 	switch p.kind {
 	case passMessages:
-		switch string(name) {
+		switch string(f.Name) {
 		case "error":
 			// After the commit point the client gets the provider's own
 			// error event, and the stream ends failed: an Anthropic stream
 			// says it broke this way rather than by being cut.
-			return passError(ev, committed)
+			return passError(d, ev, committed)
 		case "message_start", "message_delta":
-			p.messagesUsage(eventData(ev))
+			p.messagesUsage(d)
 		case "message_stop":
 			p.done = true
 		}
 	case passResponses:
-		switch string(name) {
+		switch string(f.Name) {
 		case "error", "response.failed":
 			p.done = true
-			return passError(ev, committed)
+			return passError(d, ev, committed)
 		case "response.completed", "response.incomplete":
 			var v struct {
 				Response struct {
 					Usage *wideUsage `json:"usage"`
 				} `json:"response"`
 			}
-			if json.Unmarshal(eventData(ev), &v) == nil && v.Response.Usage != nil {
+			if json.Unmarshal(d, &v) == nil && v.Response.Usage != nil {
 				p.usage, p.has = v.Response.Usage.usage(), true
-			} else if hasUsageObject(ev) {
+			} else if hasUsageObject(d) {
 				p.unreadable()
 			}
 			p.done = true
@@ -163,25 +167,42 @@ func (p *PassReader) Event(_, ev []byte, committed bool) ([]byte, error) {
 // dropped whole; a usage object on a chunk with choices is cut out like
 // null. ev is the event reader's own buffer, valid until the next event, so
 // the cut is made in place, without a copy. A chunk without "usage" costs
-// one substring test, as EventUsage does.
-func (p *PassReader) hideUsage(ev []byte) []byte {
-	d := eventData(ev)
+// one substring test, as EventUsage does. A chunk whose data came in
+// several lines (f.Joined) is cut in the joined copy and written to dst as
+// data lines.
+func (p *PassReader) hideUsage(dst, ev []byte, f EventFields) []byte {
+	d := f.Data
+	a, b, drop := p.usageCut(d)
+	switch {
+	case drop:
+		return ev[:0] // the usage chunk: not for this client
+	case a == b:
+		return ev
+	case f.Joined:
+		n := copy(d[a:], d[b:])
+		return appendDataLines(dst, d[:a+n])
+	}
 	// d is a subslice of ev, so their capacities tell where d starts.
 	off := cap(ev) - cap(d)
+	n := copy(ev[off+a:], ev[off+b:])
+	return ev[:off+a+n]
+}
+
+// usageCut finds what hideUsage cuts out of a chunk's data: d[a:b] (a == b:
+// nothing), or the whole chunk (drop), reading the usage on the way.
+func (p *PassReader) usageCut(d []byte) (a, b int, drop bool) {
 	if bytes.HasSuffix(d, usageNullLast) {
 		// OpenAI's chunk: the member is the last of the top-level object
 		// (in JSON that ends with this closing brace, it can be nothing
 		// else), and is cut without walking the chunk.
-		a := off + len(d) - len(usageNullLast)
-		n := copy(ev[a:], ev[a+len(usageNullLast)-1:])
-		return ev[:a+n]
+		return len(d) - len(usageNullLast), len(d) - 1, false
 	}
 	if !bytes.Contains(d, usageKey) {
-		return ev
+		return 0, 0, false
 	}
 	ks, vs, ve, ok := memberSpan(d, usageKey)
 	if !ok {
-		return ev
+		return 0, 0, false
 	}
 	if d[vs] == '{' {
 		if u, ok := decodeUsage(d[vs:ve]); ok {
@@ -190,19 +211,32 @@ func (p *PassReader) hideUsage(ev []byte) []byte {
 			p.unreadable()
 		}
 		if c, ok := memberValue(d, choicesKey); ok && emptyArray(c) {
-			return ev[:0] // the usage chunk: not for this client
+			return 0, 0, true
 		}
 	} else if string(d[vs:ve]) != "null" {
-		return ev
+		return 0, 0, false
 	}
-	a, b := ks, ve
+	a, b = ks, ve
 	if j := skipSpaceBack(d, a); j > 0 && d[j-1] == ',' {
 		a = j - 1
 	} else if k := jsontext.SkipSpace(d, b); k < len(d) && d[k] == ',' {
 		b = jsontext.SkipSpace(d, k+1)
 	}
-	n := copy(ev[off+a:], ev[off+b:])
-	return ev[:off+a+n]
+	return a, b, false
+}
+
+// appendDataLines appends an event whose data is d: one data: line per
+// line of d.
+func appendDataLines(dst, d []byte) []byte {
+	for {
+		i := bytes.IndexByte(d, '\n')
+		if i < 0 {
+			break
+		}
+		dst = append(append(append(dst, "data: "...), d[:i]...), '\n')
+		d = d[i+1:]
+	}
+	return append(append(append(dst, "data: "...), d...), "\n\n"...)
 }
 
 var (
@@ -228,10 +262,11 @@ func skipSpaceBack(b []byte, i int) int {
 	return i
 }
 
-// passError is a pass-through stream's error event: before the commit point
-// it fails over unseen; after it, the event is relayed and ends the stream.
-func passError(ev []byte, committed bool) ([]byte, error) {
-	e := &EventError{Data: string(bytes.TrimSpace(eventData(ev)))}
+// passError is a pass-through stream's error event, whose data is d: before
+// the commit point it fails over unseen; after it, the event is relayed and
+// ends the stream.
+func passError(d, ev []byte, committed bool) ([]byte, error) {
+	e := &EventError{Data: string(bytes.TrimSpace(d))}
 	if !committed {
 		return nil, e
 	}
@@ -384,24 +419,6 @@ func tailUsageObject(tail []byte) ([]byte, bool) {
 	}
 }
 
-// eventName is the value of an event's "event:" line, nil without one.
-func eventName(ev []byte) []byte {
-	for len(ev) > 0 {
-		i := bytes.IndexByte(ev, '\n')
-		line := ev
-		if i >= 0 {
-			line, ev = ev[:i], ev[i+1:]
-		} else {
-			ev = nil
-		}
-		line = bytes.TrimRight(line, "\r")
-		if rest, ok := bytes.CutPrefix(line, []byte("event:")); ok {
-			return bytes.TrimSpace(rest)
-		}
-	}
-	return nil
-}
-
 // fromAnthropic reads an anthropic provider's answer for an OpenAI client.
 type fromAnthropic struct {
 	usageCheck
@@ -410,18 +427,49 @@ type fromAnthropic struct {
 	created int64
 	usage   Usage
 	has     bool
+	scratch []byte // joins an event's data lines when it has several
 }
 
 func (f *fromAnthropic) Event(dst, ev []byte, _ bool) ([]byte, error) {
-	out, err := f.t.Event(dst, ev)
-	if err != nil {
-		var se *anthropic.StreamError
-		if errors.As(err, &se) {
-			return out, &EventError{Data: string(bytes.TrimSpace(eventData(ev)))}
-		}
-		return out, &ProtocolError{Err: err}
+	return translateEvents(dst, ev, &f.scratch, f)
+}
+
+// translate implements translator.
+func (f *fromAnthropic) translate(dst, name, data []byte) ([]byte, bool, error) {
+	out, err := f.t.Event(dst, name, data)
+	if err == nil {
+		return out, false, nil // without an errors.As, whose target escapes
 	}
-	return out, nil
+	var se *anthropic.StreamError
+	return out, errors.As(err, &se), err
+}
+
+// translator is a translating reader's stream translator: it turns one
+// event's name and data into client bytes, and tells an error event
+// (isEvent) from a malformed one.
+type translator interface {
+	translate(dst, name, data []byte) (out []byte, isEvent bool, err error)
+}
+
+// translateEvents gives t each event of ev (one, from EventReader) that has
+// data, as a browser dispatches only those; scratch joins data lines.
+func translateEvents(dst, ev []byte, scratch *[]byte, t translator) ([]byte, error) {
+	for len(ev) > 0 {
+		var e EventFields
+		e, ev, *scratch = nextEvent(ev, *scratch)
+		if !e.HasData {
+			continue
+		}
+		out, isEvent, err := t.translate(dst, e.Name, e.Data)
+		switch {
+		case isEvent:
+			return out, &EventError{Data: string(bytes.TrimSpace(e.Data))}
+		case err != nil:
+			return out, &ProtocolError{Err: err}
+		}
+		dst = out
+	}
+	return dst, nil
 }
 
 func (f *fromAnthropic) Done() bool  { return f.t.Done() }
@@ -455,22 +503,25 @@ func (f *fromAnthropic) TailUsage([]byte) (Usage, bool) { return f.Usage() }
 // toAnthropic reads an openai provider's answer for an Anthropic client.
 type toAnthropic struct {
 	usageCheck
-	t     *anthropicclient.StreamTranslator
-	model string
-	usage Usage
-	has   bool
+	t       *anthropicclient.StreamTranslator
+	model   string
+	usage   Usage
+	has     bool
+	scratch []byte // joins an event's data lines when it has several
 }
 
 func (a *toAnthropic) Event(dst, ev []byte, _ bool) ([]byte, error) {
-	out, err := a.t.Event(dst, ev)
-	if err != nil {
-		var pe *anthropicclient.ProviderError
-		if errors.As(err, &pe) {
-			return out, &EventError{Data: string(bytes.TrimSpace(eventData(ev)))}
-		}
-		return out, &ProtocolError{Err: err}
+	return translateEvents(dst, ev, &a.scratch, a)
+}
+
+// translate implements translator: a chat stream's events have no names.
+func (a *toAnthropic) translate(dst, _, data []byte) ([]byte, bool, error) {
+	out, err := a.t.Data(dst, data)
+	if err == nil {
+		return out, false, nil
 	}
-	return out, nil
+	var pe *anthropicclient.ProviderError
+	return out, errors.As(err, &pe), err
 }
 
 func (a *toAnthropic) Done() bool { return a.t.Done() }

@@ -3,183 +3,17 @@ package upstream
 import (
 	"bytes"
 	"encoding/json"
-	"io"
-	"sync"
 
 	"github.com/llmgw/gateway/internal/jsontext"
 )
 
-// MaxEventBytes bounds one SSE event so a provider that never sends a blank
-// line cannot grow the gateway's memory without limit.
-const MaxEventBytes = 4 << 20
-
-// initialEventBuffer is where an EventReader's buffer starts: chat chunks are
-// a few hundred bytes, and the buffer grows (up to MaxEventBytes) for the
-// rare large event. The transport already buffers the connection, so a
-// second 4 KiB bufio.Reader per stream would only cost memory: 8 MiB with
-// 2,000 streams open.
-const initialEventBuffer = 512
-
-// maxPooledBuffer bounds the buffers Close recycles, so one huge event does
-// not pin its buffer in the pool.
-const maxPooledBuffer = 16 << 10
-
-var bufferPool = sync.Pool{New: func() any { b := make([]byte, initialEventBuffer); return &b }}
-
-// EventReader splits an SSE body into raw events. Each event is returned as
-// the exact bytes the provider sent, terminating blank line included, so the
-// client receives it byte for byte.
-type EventReader struct {
-	r       io.Reader
-	buf     *[]byte // pooled; (*buf)[start:end] is data read but not yet returned
-	start   int     // first byte of the event being assembled
-	pos     int     // first byte not yet split into lines
-	end     int     // end of the data read
-	comment bool    // every line of the event so far is a comment
-	err     error   // the read error that ends the body, reported after its data
-}
-
-// NewEventReader reads events from r. Call Close to recycle its buffer.
-func NewEventReader(r io.Reader) *EventReader {
-	return &EventReader{r: r, buf: bufferPool.Get().(*[]byte)}
-}
-
-// Close returns the reader's buffer to the pool; the reader is unusable after.
-func (r *EventReader) Close() {
-	if r.buf != nil && cap(*r.buf) <= maxPooledBuffer {
-		bufferPool.Put(r.buf)
-	}
-	r.buf, r.r = nil, nil
-}
-
-// Next returns the next event. comment is true when the event holds only
-// comment lines (": keep-alive"), which carry no data. The returned slice is
-// valid until the next call. At a clean end of body it returns io.EOF; a body
-// that ends inside an event returns io.ErrUnexpectedEOF.
-func (r *EventReader) Next() (event []byte, comment bool, err error) {
-	r.start, r.comment = r.pos, true // the previous event is consumed
-	for {
-		buf := *r.buf
-		for {
-			i := bytes.IndexByte(buf[r.pos:r.end], '\n')
-			if i < 0 {
-				break
-			}
-			line := buf[r.pos : r.pos+i+1]
-			r.pos += i + 1
-			content := bytes.TrimRight(line, "\r\n")
-			if len(content) == 0 {
-				if r.pos-r.start == len(line) {
-					// A blank line before any field: nothing to dispatch.
-					r.start = r.pos
-					continue
-				}
-				if r.pos-r.start > MaxEventBytes {
-					return nil, false, &ProtocolError{Err: errEventTooLarge}
-				}
-				return buf[r.start:r.pos], r.comment, nil
-			}
-			if content[0] != ':' {
-				r.comment = false
-			}
-		}
-		if r.err != nil {
-			if r.err != io.EOF {
-				return nil, false, r.err
-			}
-			if r.end == r.start {
-				return nil, false, io.EOF
-			}
-			return nil, false, io.ErrUnexpectedEOF
-		}
-		if r.end-r.start > MaxEventBytes {
-			return nil, false, &ProtocolError{Err: errEventTooLarge}
-		}
-		r.fill()
-	}
-}
-
-// Buffered reports whether a whole event is already in the buffer, so that
-// Next will return it without reading. The relay flushes a stream only when
-// nothing more is buffered: events a provider sent back to back (a last
-// chunk, its usage and [DONE] often arrive in one read) reach the client in
-// one write, and an event is never held waiting for one not yet read. It
-// mirrors Next: blank lines before an event's first line are skipped.
-func (r *EventReader) Buffered() bool {
-	if r.buf == nil {
-		return false
-	}
-	buf := (*r.buf)[:r.end]
-	pos, started := r.pos, false
-	for {
-		i := bytes.IndexByte(buf[pos:], '\n')
-		if i < 0 {
-			return false
-		}
-		blank := len(bytes.TrimRight(buf[pos:pos+i+1], "\r\n")) == 0
-		pos += i + 1
-		if !blank {
-			started = true
-		} else if started {
-			return true
-		}
-	}
-}
-
-// fill reads more of the body behind the pending event, compacting and
-// growing the buffer as needed.
-func (r *EventReader) fill() {
-	buf := *r.buf
-	if r.start > 0 {
-		n := copy(buf, buf[r.start:r.end])
-		r.pos -= r.start
-		r.end, r.start = n, 0
-	}
-	if r.end == len(buf) {
-		grown := make([]byte, min(2*len(buf), MaxEventBytes+1))
-		copy(grown, buf[:r.end])
-		if cap(buf) <= maxPooledBuffer {
-			bufferPool.Put(r.buf)
-		}
-		r.buf, buf = &grown, grown
-	}
-	for range 100 {
-		n, err := r.r.Read(buf[r.end:])
-		r.end += n
-		if err != nil {
-			r.err = err
-			return
-		}
-		if n > 0 {
-			return
-		}
-	}
-	r.err = io.ErrNoProgress
-}
-
-// eventData returns the payload of the first data line of ev.
-func eventData(ev []byte) []byte {
-	for len(ev) > 0 {
-		i := bytes.IndexByte(ev, '\n')
-		line := ev
-		if i >= 0 {
-			line, ev = ev[:i], ev[i+1:]
-		} else {
-			ev = nil
-		}
-		line = bytes.TrimRight(line, "\r")
-		if rest, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			return bytes.TrimPrefix(rest, []byte(" "))
-		}
-	}
-	return nil
-}
-
 // EventIsError reports whether an event's data is a JSON object whose first
 // key is "error": how OpenAI-compatible providers report a failure inside a
 // stream that already answered 200.
-func EventIsError(ev []byte) bool {
-	d := eventData(ev)
+func EventIsError(ev []byte) bool { return isErrorData(eventData(ev)) }
+
+// isErrorData is EventIsError on the event's data.
+func isErrorData(d []byte) bool {
 	i := jsontext.SkipSpace(d, 0)
 	if i >= len(d) || d[i] != '{' {
 		return false
@@ -190,9 +24,10 @@ func EventIsError(ev []byte) bool {
 
 // EventIsDone reports whether an event is the stream's terminating
 // "data: [DONE]".
-func EventIsDone(ev []byte) bool {
-	return bytes.Equal(bytes.TrimSpace(eventData(ev)), []byte("[DONE]"))
-}
+func EventIsDone(ev []byte) bool { return isDoneData(eventData(ev)) }
+
+// isDoneData is EventIsDone on the event's data.
+func isDoneData(d []byte) bool { return bytes.Equal(bytes.TrimSpace(d), []byte("[DONE]")) }
 
 // Usage is the token accounting of a response.
 type Usage struct {
@@ -213,18 +48,18 @@ var usageKey = []byte(`"usage"`)
 // result is encoding/json's; a chunk that is not valid JSON past its usage
 // object may still yield it.
 func EventUsage(ev []byte) (Usage, bool) {
-	u, _, ok := eventUsage(ev)
+	u, _, ok := dataUsage(eventData(ev))
 	return u, ok
 }
 
-// eventUsage is EventUsage that also reports whether the chunk had a usage
-// object at all (found), so that one that does not decode is told from
-// none.
-func eventUsage(ev []byte) (u Usage, found, ok bool) {
-	if !hasUsageObject(ev) {
+// dataUsage is EventUsage on the event's data that also reports whether
+// the chunk had a usage object at all (found), so that one that does not
+// decode is told from none.
+func dataUsage(d []byte) (u Usage, found, ok bool) {
+	if !hasUsageObject(d) {
 		return Usage{}, false, false
 	}
-	val, ok := memberValue(eventData(ev), usageKey)
+	val, ok := memberValue(d, usageKey)
 	if !ok || len(val) == 0 || val[0] != '{' {
 		return Usage{}, false, false // absent, null or not an object
 	}
@@ -294,8 +129,9 @@ func hasUsageObject(b []byte) bool {
 			return false
 		}
 		b = b[i+len(usageKey):]
-		// skipSpace is JSON's whitespace: a data line cannot hold '\n' but can
-		// hold '\r', and BodyUsage accepts it around the colon.
+		// SkipSpace is JSON's whitespace: an event's data holds '\n' where
+		// data lines were joined, and BodyUsage accepts any of it around the
+		// colon.
 		if j := jsontext.SkipSpace(b, 0); j < len(b) && b[j] == ':' {
 			if j = jsontext.SkipSpace(b, j+1); j < len(b) && b[j] == '{' {
 				return true

@@ -116,37 +116,6 @@ func TestUsage(t *testing.T) {
 	}
 }
 
-// referenceEvents is the framing EventReader must implement, written the
-// obvious way over the whole input: lines end at '\n', a line that is blank
-// once "\r\n" is trimmed ends an event, blank lines before any field are
-// skipped, and an event is a comment when all its lines start with ':'.
-func referenceEvents(in string) ([]event, error) {
-	var out []event
-	cur, comment := "", true
-	for in != "" {
-		i := strings.IndexByte(in, '\n')
-		if i < 0 {
-			return out, io.ErrUnexpectedEOF
-		}
-		line := in[:i+1]
-		in = in[i+1:]
-		content := strings.TrimRight(line, "\r\n")
-		switch {
-		case content == "" && cur == "":
-		case content == "":
-			out = append(out, event{cur + line, comment})
-			cur, comment = "", true
-		default:
-			cur += line
-			comment = comment && content[0] == ':'
-		}
-	}
-	if cur != "" {
-		return out, io.ErrUnexpectedEOF
-	}
-	return out, io.EOF
-}
-
 // TestTailUsage: usage is found at the end of a body, nested details and
 // braces inside strings included; anything cut off or malformed is no usage.
 func TestTailUsage(t *testing.T) {
@@ -168,29 +137,6 @@ func TestTailUsage(t *testing.T) {
 			t.Errorf("TailUsage(%s) = %d, want %d", tt.tail, got, tt.want)
 		}
 	}
-}
-
-// FuzzEventReader checks EventReader against referenceEvents, with the body
-// arriving one byte at a time, so every buffer boundary is exercised.
-func FuzzEventReader(f *testing.F) {
-	f.Add([]byte("data: a\n\n: c\n\ndata: [DONE]\n\n"))
-	f.Add([]byte("data: a\r\n\r\nevent: x\ndata: y"))
-	f.Add([]byte("\n\r\n:x\ndata: " + strings.Repeat("y", 1500) + "\n\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		want, wantErr := referenceEvents(string(b))
-		got, err := readAll(t, iotest.OneByteReader(strings.NewReader(string(b))))
-		if err != wantErr {
-			t.Fatalf("err = %v, want %v", err, wantErr)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("got %d events, want %d", len(got), len(want))
-		}
-		for i := range got {
-			if got[i] != want[i] {
-				t.Fatalf("event %d = %+v, want %+v", i, got[i], want[i])
-			}
-		}
-	})
 }
 
 // TestEventKinds: an error object and the [DONE] marker are told apart from
@@ -216,5 +162,23 @@ func TestEventKinds(t *testing.T) {
 		if got := EventIsDone([]byte(tt.ev)); got != tt.isDone {
 			t.Errorf("EventIsDone(%q) = %v", tt.ev, got)
 		}
+	}
+}
+
+// TestHideUsageJoinedData: a chunk whose data came in several data: lines
+// has its usage taken out too (written again as data lines), and a usage
+// chunk so sent is dropped with its usage read.
+func TestHideUsageJoinedData(t *testing.T) {
+	p := PassReader{kind: passChat, hide: true}
+	out, err := p.Event(nil, []byte("data: {\"choices\":[{\"delta\":{}}],\r\ndata: \"usage\":null}\r\n\r\n"), true)
+	if err != nil || string(out) != "data: {\"choices\":[{\"delta\":{}}]}\n\n" {
+		t.Fatalf("Event = %q, %v", out, err)
+	}
+	out, err = p.Event(nil, []byte("data: {\"choices\":[],\ndata: \"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}\n\n"), true)
+	if err != nil || len(out) != 0 {
+		t.Fatalf("usage chunk relayed: %q, %v", out, err)
+	}
+	if u, ok := p.Usage(); !ok || u.TotalTokens != 3 {
+		t.Fatalf("Usage = %+v, %v", u, ok)
 	}
 }

@@ -152,9 +152,11 @@ func TestEventUsageMalformed(t *testing.T) {
 			}
 		}
 	}
-	u, ok := EventUsage(exact("data: {\"choices\":[],\"usage\":\r{\"total_tokens\":7}}\r\n\r\n"))
+	// A bare CR ends an SSE line, so the whitespace is the "\n" that joins
+	// two data lines, and a tab.
+	u, ok := EventUsage(exact("data: {\"choices\":[],\"usage\":\rdata:\t{\"total_tokens\":7}}\r\n\r\n"))
 	if !ok || u.TotalTokens != 7 {
-		t.Fatalf("EventUsage with CR before the object = %+v %v, want 7 tokens", u, ok)
+		t.Fatalf("EventUsage with a line break before the object = %+v %v, want 7 tokens", u, ok)
 	}
 }
 

@@ -34,7 +34,7 @@ func FuzzStreamTranslator(f *testing.F) {
 		tr := NewStreamTranslator("gpt-\"4o\"\n", 1, includeUsage)
 		var out []byte
 		for _, ev := range splitEvents(string(stream), "\n\n") {
-			next, err := tr.Event(out, []byte(ev))
+			next, err := feed(tr, out, []byte(ev))
 			if !bytes.HasPrefix(next, out) {
 				t.Fatalf("Event rewrote dst: %q -> %q", out, next)
 			}

@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -26,7 +25,6 @@ type StreamTranslator struct {
 	head     []byte  // `data: {"id":…,"object":…,"created":…,"model":…,`
 	tools    []int64 // block index of each tool_use block, by tool call index
 	toolArgs []bool  // whether each tool call's arguments got a fragment yet
-	scratch  []byte  // the data of an event split across several data: lines
 	usage    messageUsage
 	started  bool // message_start seen
 	roleSent bool
@@ -54,78 +52,18 @@ func (t *StreamTranslator) Usage() (Usage, bool) {
 	return t.usage.openAI(), true
 }
 
-// Event translates SSE events exactly as the provider sent them (as
-// upstream.EventReader returns them: usually one event with its blank line)
-// and appends the OpenAI frames to dst. Lines may end in \n, \r\n or \r;
-// comment lines are skipped; several data: lines are joined with \n as SSE
-// defines. out may be dst unchanged: ping, content_block_stop (but a tool
-// call's that had no arguments: "{}"), thinking and
-// message_start produce nothing. Events after message_stop are ignored.
+// Event translates one event, given by its name (the event: field) and
+// data (its data: lines joined), as upstream's one SSE reader parses them,
+// and appends the OpenAI frames to dst. out may be dst unchanged: ping,
+// content_block_stop (but a tool call's that had no arguments: "{}"),
+// thinking and message_start produce nothing. Events after message_stop
+// are ignored.
 //
 // An `event: error` returns a *StreamError. An event that is not the
 // Messages API (data that is not JSON, content before message_start, a
-// missing field) returns an error wrapping ErrMalformed. On error, out holds
-// the frames of the events before the failing one in ev, if any.
-func (t *StreamTranslator) Event(dst, ev []byte) (out []byte, err error) {
-	var name, data []byte
-	hasData, joined := false, false
-	for len(ev) > 0 {
-		// Two IndexByte calls beat one IndexAny: the line ends at the first
-		// \n, or earlier at a \r (alone, or the start of \r\n).
-		end := bytes.IndexByte(ev, '\n')
-		if end < 0 {
-			end = len(ev)
-		}
-		if cr := bytes.IndexByte(ev[:end], '\r'); cr >= 0 {
-			end = cr
-		}
-		line, next := ev[:end], end
-		if next < len(ev) {
-			next++
-			if ev[end] == '\r' && next < len(ev) && ev[next] == '\n' {
-				next++
-			}
-		}
-		ev = ev[next:]
-		if len(line) == 0 { // the blank line that ends an event
-			if hasData {
-				if dst, err = t.dispatch(dst, name, data); err != nil {
-					return dst, err
-				}
-			}
-			name, data, hasData, joined = nil, nil, false, false
-			continue
-		}
-		if line[0] == ':' {
-			continue // comment
-		}
-		field, value := line, []byte(nil)
-		if c := bytes.IndexByte(line, ':'); c >= 0 {
-			field, value = line[:c], line[c+1:]
-			if len(value) > 0 && value[0] == ' ' {
-				value = value[1:]
-			}
-		}
-		switch string(field) {
-		case "event":
-			name = value
-		case "data":
-			switch {
-			case !hasData:
-				data, hasData = value, true
-			case !joined:
-				t.scratch = append(append(append(t.scratch[:0], data...), '\n'), value...)
-				data, joined = t.scratch, true
-			default:
-				t.scratch = append(append(t.scratch, '\n'), value...)
-				data = t.scratch
-			}
-		}
-	}
-	if hasData {
-		return t.dispatch(dst, name, data)
-	}
-	return dst, nil
+// missing field) returns an error wrapping ErrMalformed; out is then dst.
+func (t *StreamTranslator) Event(dst, name, data []byte) (out []byte, err error) {
+	return t.dispatch(dst, name, data)
 }
 
 // event holds the members of an event's data this translator reads.

@@ -35,9 +35,54 @@ func splitEvents(stream, sep string) []string {
 	return evs
 }
 
-// TestStreamTranslator replays each testdata/streams fixture event by event,
-// with \n, \r\n and \r line endings, and all at once, and requires exactly
-// the expected OpenAI bytes, the end state and the usage.
+// feed gives the translator the events of raw provider bytes, parsed the
+// simplest way the SSE rules allow (line ends normalized to "\n", events
+// split at blank lines, comments skipped, one space after the colon
+// removed, data lines joined with "\n"): upstream's one SSE reader parses
+// them so in production, and its tests hold it to these rules.
+func feed(tr *StreamTranslator, dst, raw []byte) ([]byte, error) {
+	for _, ev := range sseEvents(raw) {
+		var err error
+		if dst, err = tr.Event(dst, ev.name, ev.data); err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+type sseEvent struct{ name, data []byte }
+
+func sseEvents(raw []byte) []sseEvent {
+	s := strings.ReplaceAll(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\r", "\n")
+	var out []sseEvent
+	for _, block := range strings.Split(s, "\n\n") {
+		var ev sseEvent
+		var data []string
+		for _, line := range strings.Split(block, "\n") {
+			if line == "" || line[0] == ':' {
+				continue
+			}
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "event":
+				ev.name = []byte(value)
+			case "data":
+				data = append(data, value)
+			}
+		}
+		if data != nil {
+			ev.data = []byte(strings.Join(data, "\n"))
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// TestStreamTranslator replays each testdata/streams fixture event by event
+// and all at once, and requires exactly the expected OpenAI bytes, the end
+// state and the usage. Line endings are the SSE reader's: upstream's
+// TestTranslatedFixtures replays these fixtures with each of them.
 func TestStreamTranslator(t *testing.T) {
 	for _, tc := range loadJSON[[]streamCase](t, "streams.json") {
 		raw, err := os.ReadFile("testdata/streams/" + tc.SSE)
@@ -54,8 +99,6 @@ func TestStreamTranslator(t *testing.T) {
 			events []string
 		}{
 			{"LF", splitEvents(lf, "\n\n")},
-			{"CRLF", splitEvents(strings.ReplaceAll(lf, "\n", "\r\n"), "\r\n\r\n")},
-			{"CR", splitEvents(strings.ReplaceAll(lf, "\n", "\r"), "\r\r")},
 			{"one call", []string{lf}},
 		}
 		for _, v := range variants {
@@ -64,7 +107,7 @@ func TestStreamTranslator(t *testing.T) {
 				var out []byte
 				var err error
 				for _, ev := range v.events {
-					if out, err = tr.Event(out, []byte(ev)); err != nil {
+					if out, err = feed(tr, out, []byte(ev)); err != nil {
 						break
 					}
 				}
@@ -158,7 +201,7 @@ func TestStreamEvents(t *testing.T) {
 			var out []byte
 			var err error
 			for _, ev := range tt.events {
-				if out, err = tr.Event(out, []byte(ev)); err != nil {
+				if out, err = feed(tr, out, []byte(ev)); err != nil {
 					break
 				}
 			}
@@ -184,12 +227,12 @@ func TestStreamEvents(t *testing.T) {
 // client as valid UTF-8 JSON, each bad byte replaced by U+FFFD.
 func TestStreamInvalidUTF8(t *testing.T) {
 	tr := NewStreamTranslator("m", 7, false)
-	out, err := tr.Event(nil, []byte(evStart))
+	out, err := feed(tr, nil, []byte(evStart))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ev := "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\xffb\\n\"}}\n\n"
-	if out, err = tr.Event(out, []byte(ev)); err != nil {
+	if out, err = feed(tr, out, []byte(ev)); err != nil {
 		t.Fatal(err)
 	}
 	want := roleOut + head + `"choices":[{"index":0,"delta":{"content":"a` + "\uFFFD" + `b\n"},"logprobs":null,"finish_reason":null}]}` + "\n\n"
@@ -202,7 +245,7 @@ func TestStreamInvalidUTF8(t *testing.T) {
 func TestStreamAppendsToDst(t *testing.T) {
 	tr := NewStreamTranslator("m", 7, false)
 	dst := []byte("prefix")
-	out, err := tr.Event(dst, []byte(evStart+evText))
+	out, err := feed(tr, dst, []byte(evStart+evText))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package anthropicclient
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"testing"
@@ -11,18 +12,19 @@ import (
 // translated stream.
 func BenchmarkStreamTranslatorTextDelta(b *testing.B) {
 	ev := []byte(`data: {"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4.1-2025-04-14","service_tier":"default","system_fingerprint":"fp_44709d6fcb","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n")
+	data := bytes.TrimSuffix(bytes.TrimPrefix(ev, []byte("data: ")), []byte("\n\n"))
 	tr := NewStreamTranslator("claude-sonnet-4-5")
-	dst, err := tr.Event(nil, ev) // message_start and the block start
+	dst, err := tr.Data(nil, data) // message_start and the block start
 	if err != nil {
 		b.Fatal(err)
 	}
-	dst, _ = tr.Event(dst[:0], ev)
+	dst, _ = tr.Data(dst[:0], data)
 	want := string(dst)
-	b.SetBytes(int64(len(ev)))
+	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		dst, err = tr.Event(dst[:0], ev)
+		dst, err = tr.Data(dst[:0], data)
 		if err != nil {
 			b.Fatal(err)
 		}

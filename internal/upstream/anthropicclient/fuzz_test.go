@@ -26,7 +26,7 @@ func FuzzStreamTranslator(f *testing.F) {
 			var out []byte
 			var err error
 			for _, ev := range events {
-				if out, err = tr.Event(out, ev); err != nil {
+				if out, err = feed(tr, out, ev); err != nil {
 					break
 				}
 			}

@@ -74,7 +74,7 @@ func (g *sdkGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tr := NewStreamTranslator(head.Model)
 	var out []byte
 	for _, ev := range splitEvents(g.reply) {
-		out, err = tr.Event(out[:0], ev)
+		out, err = feed(tr, out[:0], ev)
 		if err != nil {
 			var pe *ProviderError
 			if errors.As(err, &pe) {

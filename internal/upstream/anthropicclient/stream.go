@@ -35,7 +35,6 @@ type StreamTranslator struct {
 	usage      Usage
 	usageMsg   messageUsage
 	haveUsage  bool
-	multiLine  []byte // joins an event's data lines when it has several
 	pendingErr error
 }
 
@@ -67,56 +66,17 @@ func (t *StreamTranslator) Finished() bool { return t.finish != nil }
 // Usage returns the usage the provider reported, if it reported any.
 func (t *StreamTranslator) Usage() (Usage, bool) { return t.usage, t.haveUsage }
 
-// Event translates one provider SSE event, given as the raw bytes read
-// ("data: {...}\n\n", CRLF or LF, comments allowed; several events in one
-// slice also work), appending Anthropic events to dst. "data: [DONE]" ends
-// the message. A chunk carrying an error object returns a *ProviderError; a
-// chunk that is not a JSON object, or a tool call fragment that cannot be
-// placed, an error wrapping ErrBadResponse. After an error the translator is
-// Done, and the handler should send ErrorEvent (or an HTTP error if nothing
-// was Started). Whatever was appended to dst before the error is returned
-// with it and should be sent first.
-func (t *StreamTranslator) Event(dst, ev []byte) (out []byte, err error) {
-	var data []byte
-	lines := 0
-	for len(ev) > 0 {
-		line := ev
-		if i := bytes.IndexByte(ev, '\n'); i >= 0 {
-			line, ev = ev[:i], ev[i+1:]
-		} else {
-			ev = nil
-		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(line) == 0 {
-			if lines > 0 {
-				if dst, err = t.data(dst, data); err != nil {
-					return dst, err
-				}
-			}
-			data, lines = nil, 0
-			continue
-		}
-		value, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			continue // a comment, or a field the chat stream does not use
-		}
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch lines {
-		case 0:
-			data = value
-		case 1:
-			t.multiLine = append(append(append(t.multiLine[:0], data...), '\n'), value...)
-			data = t.multiLine
-		default:
-			t.multiLine = append(append(t.multiLine, '\n'), value...)
-			data = t.multiLine
-		}
-		lines++
-	}
-	if lines > 0 {
-		return t.data(dst, data)
-	}
-	return dst, nil
+// Data translates the data of one provider SSE event (its data: lines
+// joined, as upstream's one SSE reader parses them), appending Anthropic
+// events to dst. "[DONE]" ends the message. A chunk carrying an error
+// object returns a *ProviderError; a chunk that is not a JSON object, or a
+// tool call fragment that cannot be placed, an error wrapping
+// ErrBadResponse. After an error the translator is Done, and the handler
+// should send ErrorEvent (or an HTTP error if nothing was Started).
+// Whatever was appended to dst before the error is returned with it and
+// should be sent first.
+func (t *StreamTranslator) Data(dst, data []byte) (out []byte, err error) {
+	return t.data(dst, data)
 }
 
 // Finish ends the message for a provider that stopped without [DONE]: it

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // frame is one Anthropic SSE event as the translator wrote it.
@@ -182,4 +183,48 @@ func accumulate(frames []frame) (map[string]any, error) {
 	}
 	msg["content"] = blocks
 	return msg, nil
+}
+
+// feed gives the translator the events of raw provider bytes, parsed the
+// simplest way the SSE rules allow (line ends normalized to "\n", events
+// split at blank lines, comments skipped, one space after the colon
+// removed, data lines joined with "\n"): upstream's one SSE reader parses
+// them so in production, and its tests hold it to these rules.
+func feed(tr *StreamTranslator, dst, raw []byte) ([]byte, error) {
+	for _, ev := range sseEvents(raw) {
+		var err error
+		if dst, err = tr.Data(dst, ev.data); err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+type sseEvent struct{ name, data []byte }
+
+func sseEvents(raw []byte) []sseEvent {
+	s := strings.ReplaceAll(strings.ReplaceAll(string(raw), "\r\n", "\n"), "\r", "\n")
+	var out []sseEvent
+	for _, block := range strings.Split(s, "\n\n") {
+		var ev sseEvent
+		var data []string
+		for _, line := range strings.Split(block, "\n") {
+			if line == "" || line[0] == ':' {
+				continue
+			}
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "event":
+				ev.name = []byte(value)
+			case "data":
+				data = append(data, value)
+			}
+		}
+		if data != nil {
+			ev.data = []byte(strings.Join(data, "\n"))
+			out = append(out, ev)
+		}
+	}
+	return out
 }

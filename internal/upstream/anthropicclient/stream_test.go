@@ -19,7 +19,7 @@ func translateAll(events [][]byte) ([]byte, *StreamTranslator, error) {
 	var out []byte
 	var err error
 	for _, ev := range events {
-		if out, err = t.Event(out, ev); err != nil {
+		if out, err = feed(t, out, ev); err != nil {
 			return out, t, err
 		}
 	}
@@ -362,7 +362,7 @@ func TestStreamLifecycle(t *testing.T) {
 	if _, ok := tr.Usage(); ok {
 		t.Error("usage before any chunk")
 	}
-	out, err := tr.Event(nil, []byte(": keep-alive\r\n\r\n"))
+	out, err := feed(tr, nil, []byte(": keep-alive\r\n\r\n"))
 	if err != nil || len(out) != 0 || tr.Started() {
 		t.Fatalf("comment produced %q, %v", out, err)
 	}
@@ -384,7 +384,7 @@ func TestStreamLifecycle(t *testing.T) {
 		t.Error("not Done after Finish")
 	}
 	// Nothing after the end: not a late chunk, not a second Finish.
-	if out, err := tr.Event([]byte("x"), chunk(`{"content":"late"}`)); err != nil || string(out) != "x" {
+	if out, err := feed(tr, []byte("x"), chunk(`{"content":"late"}`)); err != nil || string(out) != "x" {
 		t.Errorf("event after end: %q %v", out, err)
 	}
 	if out := tr.Finish([]byte("y")); string(out) != "y" {
@@ -395,7 +395,7 @@ func TestStreamLifecycle(t *testing.T) {
 // TestStreamAppendsToDst: output is appended, never overwriting dst.
 func TestStreamAppendsToDst(t *testing.T) {
 	tr := NewStreamTranslator("m")
-	out, err := tr.Event([]byte("prefix|"), chunk(`{"content":"a"}`))
+	out, err := feed(tr, []byte("prefix|"), chunk(`{"content":"a"}`))
 	if err != nil || !bytes.HasPrefix(out, []byte("prefix|event: message_start\n")) {
 		t.Fatalf("%q %v", out, err)
 	}
