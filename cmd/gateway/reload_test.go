@@ -498,7 +498,11 @@ func TestReloadInvalidFileKeepsServing(t *testing.T) {
 		t.Errorf("gateway_config_reloads_total %v, want error 1 and success 0", sums)
 	}
 
-	time.Sleep(time.Second) // loaded_at and last_error.at are in whole seconds
+	// loaded_at and last_error.at are in whole seconds: the next load must
+	// fall in a later second than the failure for the order to show.
+	if !waitUntil(2*time.Second, func() bool { return time.Now().Truncate(time.Second).After(st.LastError.At) }) {
+		t.Fatalf("the clock did not pass the failure's second %v", st.LastError.At)
+	}
 	writeFile(t, g.file, valid+"  - { name: n, candidates: [{ provider: primary }] }\n")
 	st = g.waitReloads(t, 1, 1)
 	if code, body := g.complete(t, "n"); code != 200 {
