@@ -52,7 +52,9 @@ func TestTargetFullFailsOver(t *testing.T) {
 			t.Errorf("first request: %d %s", resp.StatusCode, body)
 		}
 	}()
-	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) { return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats()) })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	begin := time.Now()
 	resp, body := g.post(t, chatBody(false))
 	took := time.Since(begin)
@@ -114,7 +116,9 @@ func TestQueuedClientLeaves(t *testing.T) {
 		defer wg.Done()
 		g.post(t, `{"model":"primary-only","messages":[{"role":"user","content":"x"}]}`)
 	}()
-	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) { return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats()) })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/v1/chat/completions",
 		strings.NewReader(`{"model":"primary-only","messages":[{"role":"user","content":"x"}]}`))

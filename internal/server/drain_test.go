@@ -35,7 +35,9 @@ func TestGracefulDrain(t *testing.T) {
 		defer wg.Done()
 		_, streamBody = g.post(t, chatBody(true))
 	}()
-	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) { return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats()) })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	done := g.stopAsync()
 	eventually(t, 5*time.Second, "/readyz answering 503 once the shutdown began", func() (bool, string) {
 		code, _ := g.get(t, "/readyz", false)
@@ -94,7 +96,9 @@ func TestGraceExpiryCutsStreams(t *testing.T) {
 		resp, body, rerr = g.postRaw(t, chatBody(true))
 		id = resp.Header.Get("X-Request-Id")
 	}()
-	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) { return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats()) })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	begin := time.Now()
 	done := g.stopAsync()
 	wg.Wait()

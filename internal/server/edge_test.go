@@ -160,7 +160,9 @@ func TestClientStopsReading(t *testing.T) {
 	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
 	body := chatBody(true)
 	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) { return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats()) })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	eventually(t, 10*time.Second, "a client that stopped reading lets go of the attempt", func() (bool, string) {
 		return g.Primary.Stats().InFlight == 0 && g.Scheduler.Idle(), fmt.Sprintf("%+v", g.Primary.Stats())
 	})

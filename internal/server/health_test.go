@@ -718,7 +718,9 @@ func TestHealthNotCounted(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan chatResult, 1)
 			go func() { done <- g.chat(ctx, "gpt-4o-mini") }()
-			eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) { return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats()) })
+			eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+				return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+			})
 			cancel()
 			if r := <-done; r.Err == nil {
 				t.Fatalf("cancelled request: %+v, want an error", r)
@@ -750,7 +752,9 @@ func TestHealthNotCounted(t *testing.T) {
 				wg.Add(1)
 				go func() { defer wg.Done(); results <- g.chat(context.Background(), "gpt-4o-mini") }()
 			}
-			eventually(t, 5*time.Second, "the primary busy with eight requests", func() (bool, string) { return g.Primary.Stats().InFlight == 8, fmt.Sprintf("%+v", g.Primary.Stats()) })
+			eventually(t, 5*time.Second, "the primary busy with eight requests", func() (bool, string) {
+				return g.Primary.Stats().InFlight == 8, fmt.Sprintf("%+v", g.Primary.Stats())
+			})
 			g.mustChat(t, "gpt-4o-mini", "backup")
 			wg.Wait()
 			close(results)

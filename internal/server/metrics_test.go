@@ -113,7 +113,9 @@ func TestMetricsScenarios(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); g.post(t, chatBody(false)) }()
-	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) { return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats()) })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	before = g.scrape(t)
 	if before["gateway_admission_active{gate=gateway_upstream_target,provider=primary}"] != 1 {
 		t.Fatalf("target gauge does not show the busy slot: %v", before["gateway_admission_active{gate=gateway_upstream_target,provider=primary}"])
@@ -133,7 +135,9 @@ func TestMetricsScenarios(t *testing.T) {
 			r.Body.Close()
 		}
 	}()
-	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) { return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats()) })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	cancel()
 	<-done
 	eventually(t, 5*time.Second, "the cancelled request counted", func() (bool, string) {

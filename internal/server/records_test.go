@@ -166,7 +166,9 @@ func TestRecordsAdmissionAndCancel(t *testing.T) {
 		r, _ := g.post(t, chatBody(false))
 		firstID = r.Header.Get("X-Request-Id")
 	}()
-	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) { return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats()) })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	resp, _ := g.post(t, chatBody(false))
 	_, rows := g.ledger(t, resp.Header.Get("X-Request-Id"))
 	wantRows(t, rows, "failed/429/gateway_admission_timeout(primary)", "success/200/(backup)")
@@ -188,7 +190,9 @@ func TestRecordsAdmissionAndCancel(t *testing.T) {
 			r.Body.Close()
 		}
 	}()
-	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) { return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats()) })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	// The request id is only on the response; find the pending request row instead.
 	conn, err := pgx.Connect(context.Background(), g.DatabaseURL)
 	if err != nil {

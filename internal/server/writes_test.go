@@ -125,7 +125,9 @@ func TestClientsThatStopReadingFreeTheKey(t *testing.T) {
 			}
 			// All four hold their slots (the upstream may be done already:
 			// a counted body is read ahead of the client).
-			eventually(t, 5*time.Second, "four requests on the key", func() (bool, string) { return keyActive(g) == 4, fmt.Sprint(keyActive(g), " active") })
+			eventually(t, 5*time.Second, "four requests on the key", func() (bool, string) {
+				return keyActive(g) == 4, fmt.Sprint(keyActive(g), " active")
+			})
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
