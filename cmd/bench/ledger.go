@@ -185,12 +185,8 @@ func (b *bencher) runLedger(ctx context.Context) ([]ledgerResult, string, error)
 		return nil, "", err
 	}
 
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, "", err
-	}
 	env := slices.Concat(cleanEnv(), []string{
-		"GATEWAY_LISTEN_ADDR=" + addr,
+		"GATEWAY_LISTEN_ADDR=" + loopbackAny,
 		"GATEWAY_CONFIG=" + filepath.Join(b.st.tmp, "config", "routes.yaml"),
 		"GATEWAY_DATABASE_URL=" + dsn,
 		"GATEWAY_SPOOL_DIR=" + filepath.Join(b.st.tmp, "spool-ledger"),
@@ -204,6 +200,10 @@ func (b *bencher) runLedger(ctx context.Context) ([]ledgerResult, string, error)
 		return nil, "", err
 	}
 	defer gw.stop(10 * time.Second)
+	addr, err := boundAddr(ctx, gw, gatewayListening, 30*time.Second)
+	if err != nil {
+		return nil, "", err
+	}
 	base := "http://" + addr
 	if err := waitReady(ctx, gw, base+"/readyz", 30*time.Second); err != nil {
 		return nil, "", err

@@ -6,11 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -196,16 +196,40 @@ func parentOf(pid int) int {
 	return ppid
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago. The
-// servers under test take their address from a flag or env var, so the port is
-// chosen here; the window in which another process could take it is tiny.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// The servers under test are started on 127.0.0.1:0 and report the address
+// they bound in their log, so no port is picked here and handed over (a port
+// freed for another process to take can be taken by anyone meanwhile).
+var (
+	// plainListening is the line of mockupstream and baselineproxy.
+	plainListening = regexp.MustCompile(`listening on (\S+)`)
+	// gatewayListening is the gateway's JSON "gateway listening" record.
+	gatewayListening = regexp.MustCompile(`"msg":"gateway listening".*?"addr":"([^"]+)"`)
+)
+
+// loopbackAny is the listen address that lets the kernel pick the port.
+const loopbackAny = "127.0.0.1:0"
+
+// boundAddr waits until p's log has a line matching re, whose first group is
+// the address p listens on, or until p exits or timeout passes.
+func boundAddr(ctx context.Context, p *proc, re *regexp.Regexp, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b, err := os.ReadFile(p.logPath); err == nil {
+			if m := re.FindSubmatch(b); m != nil {
+				return string(m[1]), nil
+			}
+		}
+		select {
+		case <-p.done:
+			return "", fmt.Errorf("%s exited (%v) before logging its address; see %s", p.name, p.waitErr, p.logPath)
+		case <-ctx.Done():
+			return "", fmt.Errorf("%s did not log its address within %v; see %s", p.name, timeout, p.logPath)
+		case <-tick.C:
+		}
 	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
 }
 
 // waitReady polls url until it answers 200, the process exits, or timeout passes.

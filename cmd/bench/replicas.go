@@ -174,12 +174,8 @@ clients:
 		var urls []string
 		var procs []*proc
 		for i := range 3 {
-			addr, err := freeAddr()
-			if err != nil {
-				return nil, procs, err
-			}
 			env := slices.Concat(cleanEnv(), []string{
-				"GATEWAY_LISTEN_ADDR=" + addr, "GATEWAY_CONFIG=" + routes, "GATEWAY_LOG_LEVEL=warn",
+				"GATEWAY_LISTEN_ADDR=" + loopbackAny, "GATEWAY_CONFIG=" + routes, "GATEWAY_LOG_LEVEL=info", // info: the "gateway listening" line gives the address
 				"GATEWAY_LOG_FORMAT=json", "GATEWAY_ACCESS_LOG=false", "GATEWAY_SHUTDOWN_GRACE=2s",
 				fmt.Sprintf("GATEWAY_REPLICA_ID=%s-%d", name, i), "BENCH_UPSTREAM_KEY=sk-upstream-bench",
 			}, extra)
@@ -188,6 +184,10 @@ clients:
 				return nil, procs, err
 			}
 			procs = append(procs, p)
+			addr, err := boundAddr(ctx, p, gatewayListening, 30*time.Second)
+			if err != nil {
+				return nil, procs, err
+			}
 			u := "http://" + addr
 			if err := waitReady(ctx, p, u+"/readyz", 30*time.Second); err != nil {
 				return nil, procs, err

@@ -102,30 +102,32 @@ func startStack(ctx context.Context, s settings) (*stack, error) {
 	}
 	logf("postgres: %s", st.pg.source)
 
-	addrs := make([]string, 3)
-	for i := range addrs {
-		if addrs[i], err = freeAddr(); err != nil {
-			return nil, err
-		}
-	}
-	st.mockURL, st.baselineURL, st.gateURL = "http://"+addrs[0], "http://"+addrs[1], "http://"+addrs[2]
 	env := cleanEnv()
 
 	st.mock, err = startProc("mockupstream", tmp, filepath.Join(tmp, "mockupstream"), []string{
-		"-addr", addrs[0], "-identity", "bench", "-latency", mockLatency.String(),
+		"-addr", loopbackAny, "-identity", "bench", "-latency", mockLatency.String(),
 		"-chunks", strconv.Itoa(mockWords), "-shutdown-grace", "2s",
 	}, env)
 	if err != nil {
 		return nil, err
 	}
+	addr, err := boundAddr(ctx, st.mock, plainListening, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	st.mockURL = "http://" + addr
 	if err := waitReady(ctx, st.mock, st.mockURL+"/v1/models", 10*time.Second); err != nil {
 		return nil, err
 	}
 
-	st.baseline, err = startProc("baselineproxy", tmp, baselineBin, []string{"-addr", addrs[1], "-upstream", st.mockURL}, env)
+	st.baseline, err = startProc("baselineproxy", tmp, baselineBin, []string{"-addr", loopbackAny, "-upstream", st.mockURL}, env)
 	if err != nil {
 		return nil, err
 	}
+	if addr, err = boundAddr(ctx, st.baseline, plainListening, 10*time.Second); err != nil {
+		return nil, err
+	}
+	st.baselineURL = "http://" + addr
 	if err := waitReady(ctx, st.baseline, st.baselineURL+"/v1/models", 10*time.Second); err != nil {
 		return nil, err
 	}
@@ -142,7 +144,7 @@ func startStack(ctx context.Context, s settings) (*stack, error) {
 		return nil, err
 	}
 	genv := slices.Concat(env, []string{
-		"GATEWAY_LISTEN_ADDR=" + addrs[2],
+		"GATEWAY_LISTEN_ADDR=" + loopbackAny,
 		"GATEWAY_CONFIG=" + routes,
 		"GATEWAY_DATABASE_URL=" + st.pg.dsn, // empty: records off
 		"GATEWAY_SPOOL_DIR=" + filepath.Join(tmp, "spool"),
@@ -156,6 +158,10 @@ func startStack(ctx context.Context, s settings) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	if addr, err = boundAddr(ctx, st.gateway, gatewayListening, 30*time.Second); err != nil {
+		return nil, err
+	}
+	st.gateURL = "http://" + addr
 	if err := waitReady(ctx, st.gateway, st.gateURL+"/readyz", 30*time.Second); err != nil {
 		return nil, err
 	}

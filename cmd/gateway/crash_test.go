@@ -4,7 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"net"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,22 +22,29 @@ import (
 	"github.com/llmgw/gateway/internal/pgtest"
 )
 
-// startBinary runs the gateway binary and waits for /healthz.
+// startBinary runs the gateway binary on a loopback port the kernel picks,
+// reads the bound address from its "gateway listening" line and waits for
+// /healthz. logs gets the process's stderr; read it after Wait.
 func startBinary(t *testing.T, env []string, logs *bytes.Buffer) (*exec.Cmd, string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
 	cmd := exec.Command(gatewayBinary(t), "serve")
-	cmd.Env = append(append(os.Environ(), env...), "GATEWAY_LISTEN_ADDR="+addr, "GATEWAY_LOG_FORMAT=json")
-	cmd.Stderr = logs
+	cmd.Env = append(append(os.Environ(), env...), "GATEWAY_LISTEN_ADDR=127.0.0.1:0", "GATEWAY_LOG_FORMAT=json")
+	lines := newLogBuffer() // read while the process runs, unlike logs
+	cmd.Stderr = io.MultiWriter(logs, lines)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var addr string
+	if !waitUntil(10*time.Second, func() bool {
+		rec, ok := lines.find("gateway listening")
+		addr, _ = rec["addr"].(string)
+		return ok && addr != ""
+	}) {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("gateway did not log its address within 10s: %s", logs.String())
+	}
 	healthy := waitUntil(10*time.Second, func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {

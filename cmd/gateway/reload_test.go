@@ -484,7 +484,11 @@ func TestReloadInvalidFileKeepsServing(t *testing.T) {
 	if err := os.Chmod(g.file, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(600 * time.Millisecond) // past the debounce
+	// Past the debounce: the watcher ignores a content that failed already
+	// without a trace (server.Reload returns nil there), so there is no
+	// condition to wait on; the wait lets that ignored reload run before
+	// the checks below, which would pass vacuously without it.
+	time.Sleep(600 * time.Millisecond)
 	if code, body := g.complete(t, "m"); code != 200 {
 		t.Fatalf("the routes in service after a failed reload: %d %s", code, body)
 	}
@@ -498,7 +502,11 @@ func TestReloadInvalidFileKeepsServing(t *testing.T) {
 		t.Errorf("gateway_config_reloads_total %v, want error 1 and success 0", sums)
 	}
 
-	time.Sleep(time.Second) // loaded_at and last_error.at are in whole seconds
+	// loaded_at and last_error.at are in whole seconds: the next load must
+	// fall in a later second than the failure for the order to show.
+	if !waitUntil(2*time.Second, func() bool { return time.Now().Truncate(time.Second).After(st.LastError.At) }) {
+		t.Fatalf("the clock did not pass the failure's second %v", st.LastError.At)
+	}
 	writeFile(t, g.file, valid+"  - { name: n, candidates: [{ provider: primary }] }\n")
 	st = g.waitReloads(t, 1, 1)
 	if code, body := g.complete(t, "n"); code != 200 {

@@ -344,27 +344,16 @@ func (m *peakMock) resetPeak() {
 	m.peakAt.Store(time.Now().UnixNano())
 }
 
-// freePort returns a loopback port nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // privateRedis is a redis-server the test starts and stops itself.
 type privateRedis struct {
 	bin  string
-	port int
+	sock string // its Unix socket: a path the test owns, so no port is picked and handed over
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-// startPrivateRedis runs redis-server without persistence on a free port;
-// a restart on the same port comes back empty, as a Redis without
+// startPrivateRedis runs redis-server without persistence on a Unix socket
+// of the test's own; a restart on the same socket comes back empty, as a Redis without
 // persistence does after a crash.
 func startPrivateRedis(t *testing.T) *privateRedis {
 	t.Helper()
@@ -373,7 +362,7 @@ func startPrivateRedis(t *testing.T) *privateRedis {
 	return r
 }
 
-// newPrivateRedis picks the port of a redis-server that start runs later.
+// newPrivateRedis picks the socket of a redis-server that start runs later.
 func newPrivateRedis(t *testing.T) *privateRedis {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
@@ -387,17 +376,23 @@ func newPrivateRedis(t *testing.T) *privateRedis {
 			t.Skip(msg)
 		}
 	}
-	r := &privateRedis{bin: bin, port: freePort(t)}
+	// Not t.TempDir: a socket path must stay under the kernel's ~108 bytes.
+	dir, err := os.MkdirTemp("", "redis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	r := &privateRedis{bin: bin, sock: filepath.Join(dir, "redis.sock")}
 	t.Cleanup(r.stop)
 	return r
 }
 
-func (r *privateRedis) url() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", r.port) }
+func (r *privateRedis) url() string { return "unix://" + r.sock + "?db=0" }
 
-// start runs the server (again) on its port.
+// start runs the server (again) on its socket; no TCP port.
 func (r *privateRedis) start(t *testing.T) {
 	t.Helper()
-	r.cmd = exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1",
+	r.cmd = exec.Command(r.bin, "--port", "0", "--unixsocket", r.sock,
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -406,14 +401,14 @@ func (r *privateRedis) start(t *testing.T) {
 	cmd, done := r.cmd, r.done
 	go func() { _ = cmd.Wait(); close(done) }()
 	up := waitUntil(5*time.Second, func() bool {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", r.port), 100*time.Millisecond)
+		c, err := net.DialTimeout("unix", r.sock, 100*time.Millisecond)
 		if err == nil {
 			c.Close()
 		}
 		return err == nil
 	})
 	if !up {
-		t.Fatalf("redis-server did not listen on %d", r.port)
+		t.Fatalf("redis-server did not listen on %s", r.sock)
 	}
 }
 

@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
-	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
 )
@@ -45,38 +43,37 @@ func (b *slowCloseBody) Close() error {
 
 // TestHedgeWinnerDoesNotWaitForLoser protects the winner's first byte from
 // a loser's clean-up: the primary loses to the hedge and its upstream body
-// is slow to close; Run hands out the winner at once, while the loser is
-// still closing. Once the close returns, the loser settles itself: its row
-// is cancelled, 499, hedge_lost, its slots are released and no goroutine is
-// left.
+// blocks in Close until the test lets it go; Run hands out the winner while
+// the loser is still closing. Once the close returns, the loser settles
+// itself: its row is cancelled, 499, hedge_lost, its slots are released and
+// no goroutine is left. The hedge delay passes on the rig's step clock.
 func TestHedgeWinnerDoesNotWaitForLoser(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	h := newHealthRig(t, hedgeRoutes)
-	loser := &slowClose{slowStream: slowStream{delay: time.Hour}, closing: make(chan struct{}), release: make(chan struct{})}
-	h.run.Upstreams = map[string]Sender{"a": loser, "b": &slowStream{}}
-	l := &ledger{cands: map[int]report.Candidate{}}
-	h.run.Record = l
-	pol, plan, err := h.plan.PlanPolicy("m")
-	if err != nil {
-		t.Fatal(err)
+	h, clock := newHedgeRig(t, hedgeRoutes)
+	loser := &slowClose{slowStream: slowStream{gate: make(chan struct{})}, closing: make(chan struct{}), release: make(chan struct{})}
+	released := false
+	t.Cleanup(func() { // a failed test must not leave the loser's close blocked
+		if !released {
+			close(loser.release)
+		}
+	})
+	c := startHedged(t, h, loser, &slowStream{})
+	clock.waitArmed(t, hedgeAfter)
+	clock.advance(hedgeAfter)
+	var att *Attempt
+	select {
+	case att = <-c.done:
+		c.finished = true
+	case <-time.After(5 * time.Second): // the bound only ends a wait that never ends
+		t.Fatal("Run did not return while the loser's close was blocked: the winner waited for it")
 	}
-	// A bound on the loser's close, so that code that waits for it fails
-	// the test instead of hanging it.
-	guard := time.AfterFunc(3*time.Second, func() { close(loser.release) })
-	start := time.Now()
-	att, out := h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true,
-		Priority: admission.Interactive, Received: start, Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge})
-	took := time.Since(start)
-	if !guard.Stop() {
-		t.Errorf("Run returned after %s, once the loser's close was let go: the winner waited for it", took)
-	} else {
-		close(loser.release)
-	}
+	released = true
+	close(loser.release)
 	if att == nil {
-		t.Fatalf("nothing committed: %+v", out)
+		t.Fatalf("nothing committed: rows %v", candidateRows(c.l, c.plan))
 	}
 	var sb strings.Builder
-	out = relayTo(&sb, att)
+	out := relayTo(&sb, att)
 	if sb.String() != ev1+"data: [DONE]\n\n" || out.Status != report.RequestSuccess {
 		t.Fatalf("client got %q, outcome %+v", sb.String(), out)
 	}
@@ -86,11 +83,11 @@ func TestHedgeWinnerDoesNotWaitForLoser(t *testing.T) {
 	default:
 		t.Fatal("the loser's upstream body was never closed")
 	}
-	if got := rowsOf(l, 2); got != "a:cancelled/hedge_lost b:success/" {
+	if got := rowsOf(c.l, 2); got != "a:cancelled/hedge_lost b:success/" {
 		t.Fatalf("rows %s", got)
 	}
-	if c := l.cands[0]; c.StatusCode != 499 || c.FinishedAt.IsZero() {
-		t.Fatalf("loser row %+v, want 499 with its end", c)
+	if r := c.l.cands[0]; r.StatusCode != 499 || r.FinishedAt.IsZero() {
+		t.Fatalf("loser row %+v, want 499 with its end", r)
 	}
 	if loser.cancelled.Load() != 1 {
 		t.Fatal("the loser's upstream request was not cancelled")

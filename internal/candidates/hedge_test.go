@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,10 +19,13 @@ import (
 	"github.com/llmgw/gateway/internal/upstream"
 )
 
-// slowStream answers with a stream whose first event comes after delay,
-// unless the request is cancelled first; it counts cancellations.
+// slowStream answers with a stream whose first event comes after delay
+// or, when gate is set, once gate is closed, unless the request is cancelled
+// first; it counts cancellations. A gate never closed is a primary that
+// answers only by being cancelled.
 type slowStream struct {
 	delay     time.Duration
+	gate      chan struct{}
 	fail      error
 	cancelled atomic.Int32
 }
@@ -44,8 +48,13 @@ type ctxBody struct {
 func (b *ctxBody) Read(p []byte) (int, error) {
 	if !b.started {
 		b.started = true
+		var after <-chan time.Time // nil, so never, when the gate decides
+		if b.s.gate == nil {
+			after = time.After(b.s.delay)
+		}
 		select {
-		case <-time.After(b.s.delay):
+		case <-after:
+		case <-b.s.gate:
 		case <-b.ctx.Done():
 			b.s.cancelled.Add(1)
 			return 0, b.ctx.Err()
@@ -74,45 +83,118 @@ models:
     candidates: [ { provider: a, priority: 0 }, { provider: b, priority: 1 } ]
 `
 
-// hedgeRun runs one streaming request with the route's hedging and relays
-// the winner; it returns the client's bytes, the time to the commit and the
-// candidate rows.
-func hedgeRun(t *testing.T, h *healthRig, a, b Sender) (string, time.Duration, []string) {
+// newHedgeRig is a healthRig whose runner runs on a stepClock: the hedge
+// timer and the attempts' deadlines fire only when the test moves the clock.
+func newHedgeRig(t *testing.T, src string) (*healthRig, *stepClock) {
+	t.Helper()
+	h := newHealthRig(t, src)
+	c := newStepClock()
+	h.run.Clock = c
+	return h, c
+}
+
+// hedgeCall is one streaming request with the route's hedging, run on its
+// own goroutine.
+type hedgeCall struct {
+	h    *healthRig
+	l    *ledger
+	plan []Candidate
+	done chan *Attempt // Run's winner, nil if none
+
+	finished bool // finish took Run's answer
+}
+
+func startHedged(t *testing.T, h *healthRig, a, b Sender) *hedgeCall {
 	t.Helper()
 	h.run.Upstreams = map[string]Sender{"a": a, "b": b}
 	pol, plan, err := h.plan.PlanPolicy("m")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &ledger{cands: map[int]report.Candidate{}}
-	h.run.Record = l
-	start := time.Now()
-	att, _ := h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: "m", Stream: true,
-		Priority: admission.Interactive, Received: start, Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge})
-	took := time.Since(start)
+	c := &hedgeCall{h: h, l: &ledger{cands: map[int]report.Candidate{}}, plan: plan, done: make(chan *Attempt, 1)}
+	h.run.Record = c.l
+	req := &Request{ID: uuid.New(), Model: "m", Stream: true, Priority: admission.Interactive,
+		Received: h.run.Clock.Now(), Candidates: plan, Exchange: chatOf("m"), Hedge: pol.Hedge}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		att, _ := h.run.Run(ctx, req)
+		c.done <- att
+	}()
+	// A test that fails half-way lets its request go, so that the rig's
+	// scheduler (closed by an earlier cleanup, so after this one) is not
+	// left waiting for slots nobody releases.
+	t.Cleanup(func() {
+		cancel()
+		if c.finished {
+			return
+		}
+		select {
+		case att := <-c.done:
+			if att != nil {
+				att.Abort()
+			}
+		case <-time.After(5 * time.Second):
+		}
+		settled(t, h)
+	})
+	return c
+}
+
+// returned reports whether Run has returned, without waiting.
+func (c *hedgeCall) returned() bool { return len(c.done) > 0 }
+
+// finish waits for Run's answer (the bound only ends a wait that never
+// ends), relays the winner and waits for the flights; it returns the
+// client's bytes and the candidate rows.
+func (c *hedgeCall) finish(t *testing.T) (string, []string) {
+	t.Helper()
+	var att *Attempt
+	select {
+	case att = <-c.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	c.finished = true
 	var sb strings.Builder
 	if att != nil {
 		relayTo(&sb, att)
 	}
-	settled(t, h)
-	rows := candidateRows(l, plan)
-	if !h.sched.Idle() {
+	settled(t, c.h)
+	if !c.h.sched.Idle() {
 		t.Fatal("gates not back to zero after the request")
 	}
-	return sb.String(), took, rows
+	return sb.String(), candidateRows(c.l, c.plan)
 }
 
-// TestHedging: a primary slow to its first event is hedged after 50ms; the
-// backup commits first, the primary's request is cancelled and recorded
-// hedge_lost. A primary that fails before the hedge delay fails over as
-// usual; with hedging off nothing runs concurrently.
+const hedgeAfter = 50 * time.Millisecond // hedgeRoutes' delay
+
+// TestHedging: a primary slow to its first event is hedged once the 50ms
+// delay has passed, not before; the backup commits first without the
+// primary being waited on, the primary's request is cancelled and recorded
+// hedge_lost. A primary that answers or fails before the delay is not
+// hedged; a percentile delay without samples never hedges. The clock moves
+// only when the test moves it.
 func TestHedging(t *testing.T) {
 	t.Run("hedge wins", func(t *testing.T) {
-		h := newHealthRig(t, hedgeRoutes)
-		slow, fast := &slowStream{delay: 3 * time.Second}, &slowStream{}
-		got, took, rows := hedgeRun(t, h, slow, fast)
-		if got != ev1+"data: [DONE]\n\n" || took > time.Second {
-			t.Fatalf("client got %q after %s", got, took)
+		h, clock := newHedgeRig(t, hedgeRoutes)
+		slow := &slowStream{gate: make(chan struct{})} // never opened: it answers only by being cancelled
+		fast := callSignal(&slowStream{})
+		c := startHedged(t, h, slow, fast)
+		clock.waitArmed(t, hedgeAfter)
+		clock.advance(hedgeAfter - time.Millisecond)
+		if clock.armed(hedgeAfter) != 1 || c.returned() {
+			t.Fatalf("before the delay: hedge timer armed %d, Run returned %v; want the hedge still to come",
+				clock.armed(hedgeAfter), c.returned())
+		}
+		select {
+		case <-fast.sent:
+			t.Fatal("the backup was called before the hedge delay")
+		default:
+		}
+		clock.advance(time.Millisecond)
+		got, rows := c.finish(t) // the primary never answers: Run must not wait for it
+		if got != ev1+"data: [DONE]\n\n" {
+			t.Fatalf("client got %q", got)
 		}
 		if strings.Join(rows, " ") != "a:cancelled/hedge_lost b:success/" {
 			t.Fatalf("rows %v", rows)
@@ -122,25 +204,42 @@ func TestHedging(t *testing.T) {
 		}
 	})
 	t.Run("primary wins before the hedge delay", func(t *testing.T) {
-		h := newHealthRig(t, hedgeRoutes)
-		_, _, rows := hedgeRun(t, h, &slowStream{}, &slowStream{})
+		h, clock := newHedgeRig(t, hedgeRoutes)
+		b := callSignal(&slowStream{})
+		_, rows := startHedged(t, h, &slowStream{}, b).finish(t) // the clock never moves
 		if strings.Join(rows, " ") != "a:success/ b:unused/" {
 			t.Fatalf("rows %v", rows)
 		}
+		if !slices.Contains(clock.durations(), hedgeAfter) || clock.armed(hedgeAfter) != 0 {
+			t.Fatalf("timers %v, %d hedge timer left armed: want it armed, then stopped with the request",
+				clock.durations(), clock.armed(hedgeAfter))
+		}
 	})
 	t.Run("failure fails over", func(t *testing.T) {
-		h := newHealthRig(t, hedgeRoutes)
+		h, _ := newHedgeRig(t, hedgeRoutes)
 		down := &slowStream{fail: &upstream.ConnectError{Provider: "a", Err: errors.New("refused")}}
-		_, _, rows := hedgeRun(t, h, down, &slowStream{})
+		_, rows := startHedged(t, h, down, &slowStream{}).finish(t)
 		if strings.Join(rows, " ") != "a:failed/upstream_connect_error b:success/" {
 			t.Fatalf("rows %v", rows)
 		}
 	})
 	t.Run("percentile without samples does not hedge", func(t *testing.T) {
-		h := newHealthRig(t, strings.Replace(hedgeRoutes, "after: 50ms", "after: p95", 1))
-		_, took, rows := hedgeRun(t, h, &slowStream{delay: 200 * time.Millisecond}, &slowStream{})
-		if strings.Join(rows, " ") != "a:success/ b:unused/" || took < 200*time.Millisecond {
-			t.Fatalf("rows %v after %s", rows, took)
+		h, clock := newHedgeRig(t, strings.Replace(hedgeRoutes, "after: 50ms", "after: p95", 1))
+		h.run.HedgeMinDelay = hedgeAfter // a hedge, if armed, would fire within the advance below
+		gate := make(chan struct{})
+		primary, b := callSignal(&slowStream{gate: gate}), callSignal(&slowStream{})
+		c := startHedged(t, h, primary, b)
+		await(t, primary.sent, "the primary called")
+		clock.advance(time.Second) // far past any hedge delay, short of the attempt's own deadlines
+		close(gate)
+		_, rows := c.finish(t)
+		if strings.Join(rows, " ") != "a:success/ b:unused/" {
+			t.Fatalf("rows %v", rows)
+		}
+		for _, d := range clock.durations() {
+			if d <= time.Second {
+				t.Fatalf("a %v timer was armed (timers %v): a hedge without samples", d, clock.durations())
+			}
 		}
 	})
 }
@@ -155,7 +254,7 @@ type firstHangs struct {
 func (f *firstHangs) Send(ctx context.Context, call *upstream.Call) (*http.Response, error) {
 	if f.calls.Add(1) == 1 {
 		close(f.called)
-		return (&slowStream{delay: time.Hour}).Send(ctx, call)
+		return (&slowStream{gate: make(chan struct{})}).Send(ctx, call)
 	}
 	return nil, &upstream.StatusError{Code: 503}
 }

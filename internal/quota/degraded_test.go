@@ -3,10 +3,10 @@ package quota
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,10 +15,11 @@ import (
 )
 
 // privateRedis runs a redis-server of the test's own, so the test can stop
-// and start it; it is stopped at the end.
+// and start it; it is stopped at the end. It listens on a Unix socket the
+// test owns: no port is picked here and handed over.
 type privateRedis struct {
 	t    *testing.T
-	port int
+	sock string
 	cmd  *exec.Cmd
 }
 
@@ -31,29 +32,30 @@ func startPrivateRedis(t *testing.T) *privateRedis {
 		}
 		t.Skip("redis-server is not installed: apt-get install -y redis-server")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// Not t.TempDir: a socket path must stay under the kernel's ~108 bytes.
+	dir, err := os.MkdirTemp("", "redis")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &privateRedis{t: t, port: ln.Addr().(*net.TCPAddr).Port}
-	ln.Close()
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	p := &privateRedis{t: t, sock: filepath.Join(dir, "redis.sock")}
 	p.start()
 	t.Cleanup(p.stop)
 	return p
 }
 
-func (p *privateRedis) url() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", p.port) }
+func (p *privateRedis) url() string { return "unix://" + p.sock + "?db=0" }
 
 func (p *privateRedis) start() {
 	p.t.Helper()
-	p.cmd = exec.Command("redis-server", "--port", fmt.Sprint(p.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no")
+	p.cmd = exec.Command("redis-server", "--port", "0", "--unixsocket", p.sock,
+		"--save", "", "--appendonly", "no", "--dir", p.t.TempDir())
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p.port), 100*time.Millisecond)
+		c, err := net.DialTimeout("unix", p.sock, 100*time.Millisecond)
 		if err == nil {
 			c.Close()
 			return
@@ -128,12 +130,11 @@ func TestOutageAndRecovery(t *testing.T) {
 // with a share of 1 (it has seen no other replica).
 func TestStartDegraded(t *testing.T) {
 	redisURL(t)
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	// A socket in a directory nobody created: nothing can ever answer there.
+	away := "unix://" + filepath.Join(t.TempDir(), "none", "redis.sock") + "?db=0"
 	var share atomic.Int64
 	share.Store(-1)
-	a := newStore(t, fmt.Sprintf("redis://127.0.0.1:%d/0", port), namespace(t), "a", 3*time.Second)
+	a := newStore(t, away, namespace(t), "a", 3*time.Second)
 	a.Start(Hooks{Share: func(n int) { share.Store(int64(n)) }})
 	defer a.Close()
 	if !a.Degraded() || share.Load() != 1 {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -51,7 +52,9 @@ func TestTargetFullFailsOver(t *testing.T) {
 			t.Errorf("first request: %d %s", resp.StatusCode, body)
 		}
 	}()
-	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	begin := time.Now()
 	resp, body := g.post(t, chatBody(false))
 	took := time.Since(begin)
@@ -85,7 +88,9 @@ func TestAllTargetsFull429(t *testing.T) {
 			g.post(t, chatBody(false))
 		}()
 	}
-	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 && g.Backup.Stats().InFlight == 1 })
+	eventually(t, 5*time.Second, "primary and backup each busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1 && g.Backup.Stats().InFlight == 1, fmt.Sprintf("primary %+v backup %+v", g.Primary.Stats(), g.Backup.Stats())
+	})
 	resp, body := g.post(t, chatBody(false))
 	e := decodeError(t, body)
 	if resp.StatusCode != 429 || e.Error.Type != "rate_limit_error" || e.Error.Code != "candidates_exhausted" {
@@ -111,7 +116,9 @@ func TestQueuedClientLeaves(t *testing.T) {
 		defer wg.Done()
 		g.post(t, `{"model":"primary-only","messages":[{"role":"user","content":"x"}]}`)
 	}()
-	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/v1/chat/completions",
 		strings.NewReader(`{"model":"primary-only","messages":[{"role":"user","content":"x"}]}`))
@@ -123,10 +130,14 @@ func TestQueuedClientLeaves(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	waitFor(t, func() bool { return g.Scheduler.Stats().Pending == 1 })
+	eventually(t, 5*time.Second, "one request queued for admission", func() (bool, string) {
+		return g.Scheduler.Stats().Pending == 1, fmt.Sprintf("%+v", g.Scheduler.Stats())
+	})
 	cancel()
 	<-done
-	waitFor(t, func() bool { return g.Scheduler.Stats().Pending == 0 })
+	eventually(t, 5*time.Second, "the cancelled request out of the admission queue", func() (bool, string) {
+		return g.Scheduler.Stats().Pending == 0, fmt.Sprintf("%+v", g.Scheduler.Stats())
+	})
 	wg.Wait()
 	if n := g.Primary.Stats().Requests; n != 1 {
 		t.Fatalf("primary saw %d requests, want 1: the cancelled one must never reach it", n)
@@ -166,16 +177,5 @@ func TestAdminAdmission(t *testing.T) {
 	}
 	if strings.Contains(string(body), "SENTINEL") || strings.Contains(string(body), "/v1") {
 		t.Fatalf("snapshot leaks key or URL: %s", body)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 3s")
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -35,9 +35,14 @@ func TestGracefulDrain(t *testing.T) {
 		defer wg.Done()
 		_, streamBody = g.post(t, chatBody(true))
 	}()
-	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	done := g.stopAsync()
-	waitFor(t, func() bool { code, _ := g.get(t, "/readyz", false); return code == 503 })
+	eventually(t, 5*time.Second, "/readyz answering 503 once the shutdown began", func() (bool, string) {
+		code, _ := g.get(t, "/readyz", false)
+		return code == 503, fmt.Sprint(code)
+	})
 	if resp, _ := g.post(t, chatBody(false)); resp.StatusCode != 200 {
 		t.Fatalf("during the shutdown delay: %d, want still served", resp.StatusCode)
 	}
@@ -91,7 +96,9 @@ func TestGraceExpiryCutsStreams(t *testing.T) {
 		resp, body, rerr = g.postRaw(t, chatBody(true))
 		id = resp.Header.Get("X-Request-Id")
 	}()
-	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	begin := time.Now()
 	done := g.stopAsync()
 	wg.Wait()

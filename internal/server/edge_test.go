@@ -160,14 +160,12 @@ func TestClientStopsReading(t *testing.T) {
 	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
 	body := chatBody(true)
 	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
-	deadline := time.Now().Add(10 * time.Second)
-	for g.Primary.Stats().InFlight != 0 || !g.Scheduler.Idle() {
-		if time.Now().After(deadline) {
-			t.Fatalf("a client that stopped reading still pins the attempt: %+v", g.Primary.Stats())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
+	eventually(t, 10*time.Second, "a client that stopped reading lets go of the attempt", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 0 && g.Scheduler.Idle(), fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	if st := g.Primary.Stats(); st.Cancelled != 1 {
 		t.Fatalf("upstream not cancelled: %+v", st)
 	}
@@ -177,8 +175,9 @@ func TestClientStopsReading(t *testing.T) {
 	}
 	defer db.Close(context.Background())
 	var id string
-	waitFor(t, func() bool {
-		return db.QueryRow(context.Background(), `SELECT id::text FROM requests LIMIT 1`).Scan(&id) == nil
+	eventually(t, 5*time.Second, "the request row in Postgres", func() (bool, string) {
+		err := db.QueryRow(context.Background(), `SELECT id::text FROM requests LIMIT 1`).Scan(&id)
+		return err == nil, fmt.Sprint(err)
 	})
 	req, rows := g.ledger(t, id)
 	wantRows(t, rows, "failed/502/client_write_timeout(primary)", "unused/0/(backup)")

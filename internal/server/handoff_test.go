@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -43,8 +45,9 @@ func TestPanicAtHandOff(t *testing.T) {
 			}
 			defer db.Close(context.Background())
 			var id string
-			waitFor(t, func() bool {
-				return db.QueryRow(context.Background(), `SELECT id::text FROM requests WHERE client_request_id = 'handoff'`).Scan(&id) == nil
+			eventually(t, 5*time.Second, "the request row in Postgres", func() (bool, string) {
+				err := db.QueryRow(context.Background(), `SELECT id::text FROM requests WHERE client_request_id = 'handoff'`).Scan(&id)
+				return err == nil, fmt.Sprint(err)
 			})
 			r, rows := g.ledger(t, id)
 			wantRows(t, rows, "failed/500/gateway_internal_error(primary)", "unused/0/(backup)")

@@ -206,14 +206,10 @@ func (g *gateway) shutdown(t *testing.T) {
 // assertIdle waits until every admission gate reads idle.
 func (g *gateway) assertIdle(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for !g.Scheduler.Idle() {
-		if time.Now().After(deadline) {
-			b, _ := json.Marshal(g.Scheduler.Stats())
-			t.Fatalf("admission not idle after the test: %s", b)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, 3*time.Second, "admission idle after the test", func() (bool, string) {
+		b, _ := json.Marshal(g.Scheduler.Stats())
+		return g.Scheduler.Idle(), string(b)
+	})
 	snap := g.Scheduler.Stats()
 	if snap.Global.Active != 0 || snap.Global.Pending != 0 || snap.Pending != 0 {
 		t.Fatalf("global gate not idle: %+v", snap.Global)

@@ -176,24 +176,6 @@ func assertCooling(t *testing.T, h targetHealth, from, to time.Time, d time.Dura
 	}
 }
 
-// pollUntil polls cond until it holds, failing with what and cond's last
-// state once within has passed. The deadline bounds a wait that never ends;
-// it is not what makes an assertion hold.
-func pollUntil(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v (last: %s)", what, within, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // chatResult is what a test keeps of one chat request.
 type chatResult struct {
 	Status  int
@@ -341,7 +323,7 @@ func TestHealthHangingPrimary(t *testing.T) {
 
 	// The cooldown passes (real time: that wait is the scenario). Reading
 	// /admin/health is enough to move the target to probing.
-	pollUntil(t, cooldown+3*time.Second, "primary probing after its cooldown", func() (bool, string) {
+	eventually(t, cooldown+3*time.Second, "primary probing after its cooldown", func() (bool, string) {
 		h := g.target(t, "primary", 0)
 		return h.State == "probing", h.String()
 	})
@@ -353,7 +335,7 @@ func TestHealthHangingPrimary(t *testing.T) {
 	// other requests skip it and are served by the backup at once.
 	probeDone := make(chan chatResult, 1)
 	go func() { probeDone <- g.chat(context.Background(), "gpt-4o-mini") }()
-	pollUntil(t, 3*time.Second, "the probe at the primary", func() (bool, string) {
+	eventually(t, 3*time.Second, "the probe at the primary", func() (bool, string) {
 		n := g.Primary.Stats().Requests
 		return n == 4, fmt.Sprintf("%d requests after the first 3", n-3)
 	})
@@ -388,7 +370,7 @@ func TestHealthHangingPrimary(t *testing.T) {
 	g.Primary.SetBehavior(mockupstream.Behavior{Identity: "primary"})
 	recovered := time.Now()
 	var back chatResult
-	pollUntil(t, cooldown+3*time.Second, "traffic back on the primary", func() (bool, string) {
+	eventually(t, cooldown+3*time.Second, "traffic back on the primary", func() (bool, string) {
 		back = g.chat(context.Background(), "gpt-4o-mini")
 		if back.Err != nil || back.Status != http.StatusOK {
 			t.Fatalf("request while the primary recovers: %+v", back)
@@ -536,7 +518,7 @@ func TestHealthRetryAfter(t *testing.T) {
 
 		// After about 2s (not the 30s cooldown), key0 is tried again.
 		g.Primary.SetBehavior(mockupstream.Behavior{Identity: "primary"})
-		pollUntil(t, 5*time.Second, "key0 probing after the Retry-After", func() (bool, string) {
+		eventually(t, 5*time.Second, "key0 probing after the Retry-After", func() (bool, string) {
 			h := g.target(t, "primary", 0)
 			return h.State == "probing", h.String()
 		})
@@ -573,7 +555,7 @@ func TestHealthRetryAfter(t *testing.T) {
 
 		// After the Retry-After (1s, not the 30s cooldown) the provider is probed.
 		g.Primary.SetBehavior(mockupstream.Behavior{Identity: "primary"})
-		pollUntil(t, 4*time.Second, "primary keys probing after the Retry-After", func() (bool, string) {
+		eventually(t, 4*time.Second, "primary keys probing after the Retry-After", func() (bool, string) {
 			a, b := g.target(t, "primary", 0), g.target(t, "primary", 1)
 			return a.State == "probing" && b.State == "probing", a.String() + "; " + b.String()
 		})
@@ -736,13 +718,15 @@ func TestHealthNotCounted(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan chatResult, 1)
 			go func() { done <- g.chat(ctx, "gpt-4o-mini") }()
-			waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
+			eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+				return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+			})
 			cancel()
 			if r := <-done; r.Err == nil {
 				t.Fatalf("cancelled request: %+v, want an error", r)
 			}
 			const cancelled = "gateway_candidate_attempts_total{error_type=client_cancelled,model=gpt-4o-mini,provider=primary,status=cancelled}"
-			pollUntil(t, 5*time.Second, "the cancel recorded", func() (bool, string) {
+			eventually(t, 5*time.Second, "the cancel recorded", func() (bool, string) {
 				n := g.scrape(t)[cancelled]
 				return n == 1 && g.Scheduler.Idle(), fmt.Sprintf("%v cancelled attempts", n)
 			})
@@ -768,7 +752,9 @@ func TestHealthNotCounted(t *testing.T) {
 				wg.Add(1)
 				go func() { defer wg.Done(); results <- g.chat(context.Background(), "gpt-4o-mini") }()
 			}
-			waitFor(t, func() bool { return g.Primary.Stats().InFlight == 8 })
+			eventually(t, 5*time.Second, "the primary busy with eight requests", func() (bool, string) {
+				return g.Primary.Stats().InFlight == 8, fmt.Sprintf("%+v", g.Primary.Stats())
+			})
 			g.mustChat(t, "gpt-4o-mini", "backup")
 			wg.Wait()
 			close(results)

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -112,7 +113,9 @@ func TestMetricsScenarios(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); g.post(t, chatBody(false)) }()
-	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	before = g.scrape(t)
 	if before["gateway_admission_active{gate=gateway_upstream_target,provider=primary}"] != 1 {
 		t.Fatalf("target gauge does not show the busy slot: %v", before["gateway_admission_active{gate=gateway_upstream_target,provider=primary}"])
@@ -132,10 +135,15 @@ func TestMetricsScenarios(t *testing.T) {
 			r.Body.Close()
 		}
 	}()
-	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	cancel()
 	<-done
-	waitFor(t, func() bool { return g.scrape(t)[reqCancel]-before[reqCancel] == 1 })
+	eventually(t, 5*time.Second, "the cancelled request counted", func() (bool, string) {
+		n := g.scrape(t)[reqCancel] - before[reqCancel]
+		return n == 1, fmt.Sprint(n, " counted")
+	})
 	delta(t, before, g.scrape(t), map[string]float64{primCancel: 1, backUnused: 1})
 
 	// Requests refused before planning are counted without a model label.

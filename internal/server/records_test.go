@@ -37,23 +37,16 @@ func (g *gateway) ledger(t *testing.T, id string) (report.TimelineRequest, []can
 	}
 	defer conn.Close(ctx)
 	var req report.TimelineRequest
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, 10*time.Second, "request "+id+" settled in Postgres", func() (bool, string) {
 		err := conn.QueryRow(ctx, `SELECT status, status_code, error_type, candidate_count, client, priority,
 			prompt_tokens, total_tokens, latency_ms, client_request_id FROM requests WHERE id = $1`, id).
 			Scan(&req.Status, &req.StatusCode, &req.ErrorType, &req.CandidateCount, &req.Client, &req.Priority,
 				&req.PromptTokens, &req.TotalTokens, &req.LatencyMS, &req.ClientRequestID)
-		if err == nil && req.Status != "pending" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("request %s not settled in Postgres (last err %v, status %q)", id, err, req.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && req.Status != "pending", fmt.Sprintf("err %v, status %q", err, req.Status)
+	})
 	// Candidate rows of a settled request may land in the same or the next batch.
 	var rows []candRow
-	for {
+	eventually(t, 10*time.Second, "candidates of "+id+" settled", func() (bool, string) {
 		rows = rows[:0]
 		rs, err := conn.Query(ctx, `SELECT status, coalesce(status_code,0), coalesce(error_type,''), coalesce(error_message,''),
 			provider, endpoint, key_id, coalesce(skip_reason,'') FROM request_candidates
@@ -75,14 +68,9 @@ func (g *gateway) ledger(t *testing.T, id string) (report.TimelineRequest, []can
 				settled = false
 			}
 		}
-		if settled {
-			return req, rows
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("candidates of %s not settled: %v", id, rows)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return settled, fmt.Sprint(rows)
+	})
+	return req, rows
 }
 
 func wantRows(t *testing.T, got []candRow, want ...string) {
@@ -178,7 +166,9 @@ func TestRecordsAdmissionAndCancel(t *testing.T) {
 		r, _ := g.post(t, chatBody(false))
 		firstID = r.Header.Get("X-Request-Id")
 	}()
-	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	resp, _ := g.post(t, chatBody(false))
 	_, rows := g.ledger(t, resp.Header.Get("X-Request-Id"))
 	wantRows(t, rows, "failed/429/gateway_admission_timeout(primary)", "success/200/(backup)")
@@ -200,15 +190,18 @@ func TestRecordsAdmissionAndCancel(t *testing.T) {
 			r.Body.Close()
 		}
 	}()
-	waitFor(t, func() bool { return g.Primary.Stats().InFlight == 1 })
+	eventually(t, 5*time.Second, "the primary busy with one request", func() (bool, string) {
+		return g.Primary.Stats().InFlight == 1, fmt.Sprintf("%+v", g.Primary.Stats())
+	})
 	// The request id is only on the response; find the pending request row instead.
 	conn, err := pgx.Connect(context.Background(), g.DatabaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	waitFor(t, func() bool {
-		return conn.QueryRow(context.Background(), `SELECT id::text FROM requests WHERE status='pending' ORDER BY created_at DESC LIMIT 1`).Scan(&id) == nil
+	eventually(t, 5*time.Second, "the pending request row in Postgres", func() (bool, string) {
+		err := conn.QueryRow(context.Background(), `SELECT id::text FROM requests WHERE status='pending' ORDER BY created_at DESC LIMIT 1`).Scan(&id)
+		return err == nil, fmt.Sprint(err)
 	})
 	cancel()
 	<-done

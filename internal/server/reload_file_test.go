@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -115,14 +116,9 @@ func TestWatchIgnoresOtherFilesInTheDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(reloadRoutes[2])
-	deadline := time.Now().Add(10 * time.Second)
-	for g.ConfigStatus().Reloads.Success < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the routes file change was not reloaded; %d log lines about changes",
-				strings.Count(logs.String(), "changed"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, 10*time.Second, "the routes file change reloaded", func() (bool, string) {
+		return g.ConfigStatus().Reloads.Success >= 2, fmt.Sprintf("%d log lines about changes", strings.Count(logs.String(), "changed"))
+	})
 	stop()
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, "changed") && (strings.Contains(line, "gateway.log") || strings.Contains(line, "notes.txt")) {

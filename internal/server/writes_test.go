@@ -125,7 +125,9 @@ func TestClientsThatStopReadingFreeTheKey(t *testing.T) {
 			}
 			// All four hold their slots (the upstream may be done already:
 			// a counted body is read ahead of the client).
-			waitFor(t, func() bool { return keyActive(g) == 4 })
+			eventually(t, 5*time.Second, "four requests on the key", func() (bool, string) {
+				return keyActive(g) == 4, fmt.Sprint(keyActive(g), " active")
+			})
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -158,9 +160,10 @@ func TestClientsThatStopReadingFreeTheKey(t *testing.T) {
 			defer db.Close(context.Background())
 			for i := range 4 {
 				var id string
-				waitFor(t, func() bool {
-					return db.QueryRow(context.Background(), `SELECT id::text FROM requests WHERE client_request_id = $1`,
-						fmt.Sprintf("stall-%d", i)).Scan(&id) == nil
+				eventually(t, 5*time.Second, "the stalled request's row in Postgres", func() (bool, string) {
+					err := db.QueryRow(context.Background(), `SELECT id::text FROM requests WHERE client_request_id = $1`,
+						fmt.Sprintf("stall-%d", i)).Scan(&id)
+					return err == nil, fmt.Sprint(err)
 				})
 				r, rows := g.ledger(t, id)
 				wantRows(t, rows, "failed/502/client_write_timeout(primary)")
