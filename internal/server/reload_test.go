@@ -57,9 +57,16 @@ func startReloadable(t *testing.T, s setup) (g *gateway, write func(version stri
 	}
 	s.env["GATEWAY_CONFIG"] = file
 	g = start(t, s)
+	// write replaces the file by rename, as editors and ConfigMaps do: a
+	// truncate-then-write could be read half-written by the file watch
+	// while the test's own reloads run, and counted as a failed reload.
 	write = func(version string) {
 		t.Helper()
-		if err := os.WriteFile(file, []byte(fmt.Sprintf(version, g.PrimaryURL, g.BackupURL)), 0o600); err != nil {
+		tmp := file + ".tmp"
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf(version, g.PrimaryURL, g.BackupURL)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, file); err != nil {
 			t.Fatal(err)
 		}
 	}
