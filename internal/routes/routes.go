@@ -1,4 +1,4 @@
-package candidates
+package routes
 
 import (
 	"bytes"
@@ -174,6 +174,12 @@ type HedgeConfig struct {
 	quantile float64       // parsed After, when a percentile
 }
 
+// Delay is After parsed by Parse: a fixed delay, or the quantile (0.95 for
+// p95) of the running target's first-byte latency; one of them is zero.
+func (h HedgeConfig) Delay() (after time.Duration, quantile float64) {
+	return h.after, h.quantile
+}
+
 // Model route strategies.
 const (
 	StrategyWeighted     = "weighted"
@@ -203,7 +209,6 @@ type ClientConfig struct {
 }
 
 // Duration is a time.Duration written in Go syntax in YAML.
-// Duration is a time.Duration written in Go syntax in YAML.
 type Duration time.Duration
 
 // UnmarshalYAML accepts "250ms", "30s", ... The caller adds the path and
@@ -227,54 +232,54 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // Known wire formats: the upstream package has an adapter for each.
 var knownFormats = map[string]bool{upstream.FormatOpenAI: true, upstream.FormatAnthropic: true}
 
-// MaxRoutesFileBytes caps the routes file. A real one is a few KiB; the cap
+// MaxFileBytes caps the routes file. A real one is a few KiB; the cap
 // keeps a mistake (GATEWAY_CONFIG=/dev/zero, a log file, a symlink swapped
 // to something huge under a running gateway) from growing the process
 // without bound when it is read at start or on a reload.
-const MaxRoutesFileBytes = 16 << 20
+const MaxFileBytes = 16 << 20
 
-// ErrRoutesFileTooLarge is returned, wrapped, for a routes file over
-// MaxRoutesFileBytes.
-var ErrRoutesFileTooLarge = errors.New("larger than the 16 MiB a routes file may have")
+// ErrFileTooLarge is returned, wrapped, for a routes file over
+// MaxFileBytes.
+var ErrFileTooLarge = errors.New("larger than the 16 MiB a routes file may have")
 
-// ReadRoutesFile reads the routes file at path, at most MaxRoutesFileBytes
+// ReadFile reads the routes file at path, at most MaxFileBytes
 // of it. It reads through a limit rather than trusting the file's size, so
 // a file that grows while it is read, or a device such as /dev/zero that
 // has no size, ends the read too. Errors are prefixed "routes file".
-func ReadRoutesFile(path string) ([]byte, error) {
+func ReadFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("routes file: %w", err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxRoutesFileBytes+1))
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("routes file: %w", err)
 	}
-	if len(b) > MaxRoutesFileBytes {
-		return nil, fmt.Errorf("routes file %s: %w", path, ErrRoutesFileTooLarge)
+	if len(b) > MaxFileBytes {
+		return nil, fmt.Errorf("routes file %s: %w", path, ErrFileTooLarge)
 	}
 	return b, nil
 }
 
-// LoadRoutes reads and validates the routes file at path.
-func LoadRoutes(path string) (*Routes, error) {
-	b, err := ReadRoutesFile(path)
+// Load reads and validates the routes file at path.
+func Load(path string) (*Routes, error) {
+	b, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	r, err := ParseRoutes(b, os.LookupEnv)
+	r, err := Parse(b, os.LookupEnv)
 	if err != nil {
 		return nil, fmt.Errorf("routes file %s: %w", path, err)
 	}
 	return r, nil
 }
 
-// ParseRoutes decodes and validates a routes file. lookup resolves ${VAR}
+// Parse decodes and validates a routes file. lookup resolves ${VAR}
 // references; it is a parameter so tests need not touch the process env.
-// Every error it returns matches ErrInvalidRoutes and, except for a YAML
+// Every error it returns matches ErrInvalid and, except for a YAML
 // syntax error without a line, is a *FieldError naming the YAML path.
-func ParseRoutes(b []byte, lookup func(string) (string, bool)) (*Routes, error) {
+func Parse(b []byte, lookup func(string) (string, bool)) (*Routes, error) {
 	var doc yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, syntaxError(b, err)
@@ -362,8 +367,8 @@ func (r *Routes) expand(lookup func(string) (string, bool)) map[string]expansion
 	return from
 }
 
-// ErrInvalidRoutes marks every validation failure of the routes file.
-var ErrInvalidRoutes = errors.New("invalid routes")
+// ErrInvalid marks every validation failure of the routes file.
+var ErrInvalid = errors.New("invalid routes")
 
 var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 

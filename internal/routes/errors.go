@@ -1,4 +1,4 @@
-package candidates
+package routes
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 )
 
 // FieldError is a mistake at one place of the routes file. It matches
-// ErrInvalidRoutes with errors.Is; errors.As gives the path and line.
+// ErrInvalid with errors.Is; errors.As gives the path and line.
 type FieldError struct {
 	Path string // YAML path, e.g. providers[0].base_url; "" for the file as a whole
 	Line int    // 1-based line in the file; 0 when the path is not written in it
@@ -30,9 +30,9 @@ func (e *FieldError) Error() string {
 	return e.Msg
 }
 
-// Is makes every FieldError an ErrInvalidRoutes without putting the
+// Is makes every FieldError an ErrInvalid without putting the
 // sentinel's text into the message.
-func (e *FieldError) Is(target error) bool { return target == ErrInvalidRoutes }
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 
 // lineIndex maps each YAML path written in the file to its line, so that a
 // check made after decoding (on Go values) can still point at the file.
@@ -75,7 +75,7 @@ const maxShapeVisits = 1 << 17
 // shapeChecker walks the parsed document against the Go types it decodes
 // into and reports the first unknown field, repeated key or value of the
 // wrong kind with its YAML path and line. yaml's own errors name Go types
-// ("field api_key not found in type candidates.ProviderConfig") and echo
+// ("field api_key not found in type routes.ProviderConfig") and echo
 // values, which may be keys. After a clean walk, Node.Decode cannot fail on
 // shape, and lines holds the line of every path written in the file.
 type shapeChecker struct {
@@ -426,7 +426,7 @@ func syntaxError(b []byte, err error) *FieldError {
 }
 
 // maxProblemSearch bounds the files problemLine searches: it parses about
-// log2(lines) prefixes, which for a file near MaxRoutesFileBytes would hold
+// log2(lines) prefixes, which for a file near MaxFileBytes would hold
 // a reload for seconds. Real routes files are a few KiB.
 const maxProblemSearch = 1 << 20
 
