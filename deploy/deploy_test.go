@@ -29,6 +29,7 @@ import (
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
 	"github.com/llmgw/gateway/internal/metrics"
+	"github.com/llmgw/gateway/internal/routes"
 )
 
 // The tests run in this package's directory, deploy/.
@@ -316,7 +317,7 @@ func TestComposeConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes, err := candidates.ParseRoutes(b, func(k string) (string, bool) { v, ok := gwEnv[k]; return v, ok })
+	routes, err := routes.Parse(b, func(k string) (string, bool) { v, ok := gwEnv[k]; return v, ok })
 	if err != nil {
 		t.Fatalf("routes file %s with the compose environment of the gateway: %v", routesFile, err)
 	}
@@ -585,7 +586,7 @@ func exportedSeries(t *testing.T) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes, err := candidates.ParseRoutes(b, func(string) (string, bool) { return "test-key", true })
+	routes, err := routes.Parse(b, func(string) (string, bool) { return "test-key", true })
 	if err != nil {
 		t.Fatalf("routes file %s: %v", routesFile, err)
 	}

@@ -33,7 +33,7 @@ targets=(
   "./internal/jsontext FuzzAppendString"
   "./internal/jsontext FuzzValid"
   "./internal/report FuzzCleanMessage"
-  "./internal/candidates FuzzParseRoutes"
+  "./internal/routes FuzzParse"
   "./internal/watchdog FuzzParseHoldMode"
   "./internal/config FuzzByteSize"
   "./internal/config FuzzBool"

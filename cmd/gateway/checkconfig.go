@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/server"
 	"github.com/llmgw/gateway/internal/upstream"
 	"github.com/llmgw/gateway/internal/upstream/anthropic"
@@ -62,11 +63,11 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	routes, planner := rf.Routes, rf.Planner
+	file, planner := rf.Routes, rf.Planner
 	fmt.Fprintf(out, "routes file %s: %s, %s, %s\n", cfg.RoutesFile,
-		plural(len(routes.Providers), "provider"), plural(len(routes.Models), "model"), plural(len(routes.Clients), "client"))
+		plural(len(file.Providers), "provider"), plural(len(file.Models), "model"), plural(len(file.Clients), "client"))
 	var keys []string // to redact from the URLs shown
-	for _, pc := range routes.Providers {
+	for _, pc := range file.Providers {
 		for _, k := range pc.APIKeys {
 			if s := strings.TrimSpace(k.Reveal()); len(s) >= 4 {
 				keys = append(keys, s)
@@ -79,7 +80,7 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 		if u := p.Endpoint.URLs[upstream.RouteChat]; unusualPath(u) {
 			// A deployment path or a query (Azure's) is part of where
 			// requests go; the line above shows only the origin.
-			fmt.Fprintf(out, "  url: %s\n", candidates.RedactURL(u, keys))
+			fmt.Fprintf(out, "  url: %s\n", routes.RedactURL(u, keys))
 		}
 		if ep := p.Endpoint; ep.Format != upstream.FormatOpenAI || ep.Auth.Style != upstream.AuthBearer {
 			// Only an unusual wire format or auth gets a line.
@@ -104,9 +105,9 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 			fmt.Fprintln(out)
 		}
 	}
-	models := map[string]*candidates.ModelConfig{}
-	for i := range routes.Models {
-		models[routes.Models[i].Name] = &routes.Models[i]
+	models := map[string]*routes.ModelConfig{}
+	for i := range file.Models {
+		models[file.Models[i].Name] = &file.Models[i]
 	}
 	for _, m := range planner.Models() {
 		policy, plan, _ := planner.PlanPolicy(m)
@@ -117,7 +118,7 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 				c.Index, c.ID, c.Provider().Name, c.Target.ID, c.Model)
 		}
 	}
-	if len(routes.Clients) == 0 {
+	if len(file.Clients) == 0 {
 		fmt.Fprintln(out, "clients: none, so the API accepts requests without a key")
 	}
 	fmt.Fprintf(out, "hold mode: %s\n", cfg.HoldMode)

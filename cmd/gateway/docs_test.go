@@ -11,8 +11,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/server"
 )
 
@@ -71,7 +71,7 @@ func TestDocsYAMLBlocksAreValidRoutes(t *testing.T) {
 			t.Setenv(m[1], "sk-docs-"+strings.ToLower(m[1]))
 		}
 		if strings.HasPrefix(src, fragmentMark) {
-			var r candidates.Routes
+			var r routes.Routes
 			dec := yaml.NewDecoder(bytes.NewReader([]byte(src)))
 			dec.KnownFields(true)
 			if err := dec.Decode(&r); err != nil {

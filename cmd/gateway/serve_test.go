@@ -14,8 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/server"
 )
 
@@ -51,7 +51,7 @@ func newTestGateway(t *testing.T, log *slog.Logger) *server.Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	routes, err := candidates.ParseRoutes([]byte(`
+	routes, err := routes.Parse([]byte(`
 providers:
   - name: primary
     base_url: http://127.0.0.1:9/v1

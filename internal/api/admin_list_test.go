@@ -16,6 +16,7 @@ import (
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/pgtest"
 	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/secret"
 )
 
@@ -47,7 +48,7 @@ func (f *fakeLedger) ProviderStats(_ context.Context, window time.Duration) (rep
 // (nil: records off).
 func adminServer(t *testing.T, store ReportStore) *Server {
 	t.Helper()
-	routes, err := candidates.ParseRoutes([]byte(`
+	routes, err := routes.Parse([]byte(`
 providers:
   - name: p
     base_url: http://127.0.0.1:1/v1

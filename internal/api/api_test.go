@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/internal/admission"
-	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/routes"
 )
 
 func TestValidClientRequestID(t *testing.T) {
@@ -61,7 +61,7 @@ func TestClientKeys(t *testing.T) {
 	if NewClientKeys(nil) != nil {
 		t.Fatal("no clients must mean an open API (nil)")
 	}
-	ck := NewClientKeys([]candidates.ClientConfig{
+	ck := NewClientKeys([]routes.ClientConfig{
 		{Name: "a", KeySHA256: "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b", Priority: "background"}, // sha256("secret")
 	})
 	for auth, ok := range map[string]bool{"Bearer secret": true, "Bearer secret2": false, "secret": false, "Bearer ": false, "": false} {

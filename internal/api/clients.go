@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/llmgw/gateway/internal/admission"
-	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/quota"
+	"github.com/llmgw/gateway/internal/routes"
 )
 
 // ClientKeys authenticates client bearer tokens against the SHA-256 digests
@@ -33,7 +33,7 @@ func (ck *ClientKeys) limitsOf(name string) clientLimits {
 }
 
 // NewClientKeys returns nil when no clients are configured (the API is open).
-func NewClientKeys(cfg []candidates.ClientConfig) *ClientKeys {
+func NewClientKeys(cfg []routes.ClientConfig) *ClientKeys {
 	if len(cfg) == 0 {
 		return nil
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/upstream"
 )
 
@@ -127,7 +128,7 @@ func startGateway(t *testing.T, up http.Handler, o *outcomes) string {
 	t.Helper()
 	uts := httptest.NewServer(up)
 	t.Cleanup(uts.Close)
-	routes, err := candidates.ParseRoutes([]byte(`
+	routes, err := routes.Parse([]byte(`
 providers:
   - name: p
     base_url: `+uts.URL+`/v1

@@ -18,6 +18,7 @@ import (
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/quota"
 	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/upstream"
 	"github.com/llmgw/gateway/internal/watchdog"
 )
@@ -55,7 +56,7 @@ func TestReceiptOnTheLoopsClock(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"x","choices":[]}`)
 	}))
 	t.Cleanup(uts.Close)
-	routes, err := candidates.ParseRoutes([]byte(`
+	routes, err := routes.Parse([]byte(`
 providers:
   - { name: p, base_url: "`+uts.URL+`/v1", api_keys: [k], max_concurrency: 4 }
 models:
@@ -132,8 +133,8 @@ func TestTokensCountedOnThePlannedRoutes(t *testing.T) {
 	}))
 	t.Cleanup(uts.Close)
 	sum := sha256.Sum256([]byte("c-token"))
-	routesWith := func(tpm int) (*candidates.Routes, *candidates.Planner) {
-		routes, err := candidates.ParseRoutes([]byte(`
+	routesWith := func(tpm int) (*routes.Routes, *candidates.Planner) {
+		routes, err := routes.Parse([]byte(`
 providers:
   - { name: p, base_url: "`+uts.URL+`/v1", api_keys: [k], max_concurrency: 4 }
 models:

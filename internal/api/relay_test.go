@@ -18,6 +18,7 @@ import (
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/quota"
 	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/upstream"
 	"github.com/llmgw/gateway/internal/watchdog"
 )
@@ -33,7 +34,7 @@ func committedStream(tb testing.TB, src io.Reader) *candidates.Attempt {
 // committedStreamOf is committedStream for the client's body clientBody.
 func committedStreamOf(tb testing.TB, src io.Reader, clientBody string) *candidates.Attempt {
 	tb.Helper()
-	routes, err := candidates.ParseRoutes([]byte(`
+	routes, err := routes.Parse([]byte(`
 providers:
   - { name: p, base_url: "http://p.example/v1", api_keys: [k], max_concurrency: 1 }
 models:
@@ -311,7 +312,7 @@ func TestWriteDeadline(t *testing.T) {
 // committedBody is committedStream for a non-streaming answer read from src.
 func committedBody(tb testing.TB, src io.Reader) *candidates.Attempt {
 	tb.Helper()
-	routes, err := candidates.ParseRoutes([]byte(`
+	routes, err := routes.Parse([]byte(`
 providers:
   - { name: p, base_url: "http://p.example/v1", api_keys: [k], max_concurrency: 1 }
 models:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/upstream"
 	"github.com/llmgw/gateway/internal/watchdog"
 )
@@ -60,7 +61,7 @@ func (w *firstFlushWriter) Flush() {
 // from the handler's entry to the first flush as ns-to-first-flush: what the
 // first chunk waits on inside the gateway.
 func BenchmarkChatStreamRequest(b *testing.B) {
-	routes, err := candidates.ParseRoutes([]byte(`
+	routes, err := routes.Parse([]byte(`
 providers:
   - { name: p, base_url: "http://p.example/v1", api_keys: [k], max_concurrency: 64, health: { failures: 3, cooldown: 5s } }
 models:

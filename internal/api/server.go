@@ -21,6 +21,7 @@ import (
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/secret"
 	"github.com/llmgw/gateway/internal/upstream"
 )
@@ -66,13 +67,13 @@ type Options struct {
 	Planner            *candidates.Planner
 	Runner             *candidates.Runner
 	Admission          AdmissionStats
-	Health             HealthStats        // nil: /admin/health answers an empty list
-	Reports            ReportStore        // nil: records off
-	Clients            *ClientKeys        // nil: the API is open
-	Rates              RateCounter        // counts clients' rate limits; nil: none are enforced
-	Quota              QuotaState         // shared limits' state for /readyz; nil: limits are local
-	Routes             *candidates.Routes // the routes file Planner and Clients came from; optional
-	Config             ConfigSource       // GET /admin/config; nil: 404
+	Health             HealthStats    // nil: /admin/health answers an empty list
+	Reports            ReportStore    // nil: records off
+	Clients            *ClientKeys    // nil: the API is open
+	Rates              RateCounter    // counts clients' rate limits; nil: none are enforced
+	Quota              QuotaState     // shared limits' state for /readyz; nil: limits are local
+	Routes             *routes.Routes // the routes file Planner and Clients came from; optional
+	Config             ConfigSource   // GET /admin/config; nil: 404
 	MaxRequestBytes    int64
 	StreamWriteTimeout time.Duration // bounds one write of an answer, stream or body; 0: none
 	AdminToken         secret.String
@@ -101,14 +102,14 @@ type Options struct {
 // next one in; the swap is a single atomic store, with no lock on the
 // request path.
 type Routing struct {
-	Routes  *candidates.Routes // nil when the server was built without them
+	Routes  *routes.Routes // nil when the server was built without them
 	Planner *candidates.Planner
 	Clients *ClientKeys // nil: the API is open
 	models  []byte      // pre-encoded /v1/models body
 }
 
 // NewRouting bundles a planner and the client keys of one routes file.
-func NewRouting(routes *candidates.Routes, planner *candidates.Planner, clients *ClientKeys) *Routing {
+func NewRouting(routes *routes.Routes, planner *candidates.Planner, clients *ClientKeys) *Routing {
 	return &Routing{Routes: routes, Planner: planner, Clients: clients, models: encodeModels(planner.Models())}
 }
 

@@ -1,13 +1,14 @@
-// Package candidates owns the routes file model, the planning of one request
-// into ordered candidates, and the attempt loop that walks them up to the
-// commit point.
+// Package candidates owns the planning of one request into ordered
+// candidates, and the attempt loop that walks them up to the commit point.
+// The routes file it plans from (model, parsing, validation) is
+// internal/routes.
 //
-// Planning (plan.go): lower priority tiers first; inside a tier a weighted
-// random draw without replacement orders the entries (or, with
-// strategy: least_latency, each target's first-byte EWMA); each entry expands
-// into one candidate per key of its provider, starting from a key that
-// rotates per request. A target is (provider, endpoint origin, key
-// fingerprint) and owns one admission gate and one health state.
+// Planning (plan.go, from validated routes.Routes): lower priority tiers
+// first; inside a tier a weighted random draw without replacement orders the
+// entries (or, with strategy: least_latency, each target's first-byte EWMA);
+// each entry expands into one candidate per key of its provider, starting
+// from a key that rotates per request. A target is (provider, endpoint
+// origin, key fingerprint) and owns one admission gate and one health state.
 //
 // The attempt loop (Runner.Run, loop.go) is the single place where the order
 // of attempts and failover are decided. Before the commit point it owns

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/internal/health"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/secret"
 	"github.com/llmgw/gateway/internal/upstream"
 )
@@ -131,7 +132,7 @@ type PlannerOptions struct {
 }
 
 // NewPlanner resolves validated routes into a Planner.
-func NewPlanner(r *Routes, opts PlannerOptions) (*Planner, error) {
+func NewPlanner(r *routes.Routes, opts PlannerOptions) (*Planner, error) {
 	p := &Planner{byName: map[string]*Provider{}, routes: map[string]*route{}}
 	if opts.Health == nil {
 		opts.Health = health.NewTracker(health.SystemClock{}, nil)
@@ -153,9 +154,10 @@ func NewPlanner(r *Routes, opts PlannerOptions) (*Planner, error) {
 	}
 	for i := range r.Models {
 		mc := &r.Models[i]
-		rt := &route{name: mc.Name, leastLatency: mc.Strategy == StrategyLeastLatency, deadline: time.Duration(mc.Deadline)}
+		rt := &route{name: mc.Name, leastLatency: mc.Strategy == routes.StrategyLeastLatency, deadline: time.Duration(mc.Deadline)}
 		if h := mc.Hedge; h.Max > 0 {
-			rt.hedge = Hedge{After: h.after, Quantile: h.quantile, Max: h.Max}
+			after, quantile := h.Delay()
+			rt.hedge = Hedge{After: after, Quantile: quantile, Max: h.Max}
 		}
 		byPrio := map[int][]*entry{}
 		var prios []int
@@ -191,7 +193,7 @@ func NewPlanner(r *Routes, opts PlannerOptions) (*Planner, error) {
 	return p, nil
 }
 
-func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error) {
+func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider, error) {
 	u, err := url.Parse(pc.BaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("provider %q: base_url: %w", pc.Name, err)
@@ -212,10 +214,10 @@ func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error)
 		Headers:        ep.Extra,
 		MaxConcurrency: pc.MaxConcurrency,
 		QueueBudget:    orDefault(time.Duration(pc.QueueBudget), opts.DefaultQueueBudget),
-		ConnectTimeout: orDefault(time.Duration(pc.Timeouts.Connect), DefaultConnectTimeout),
+		ConnectTimeout: orDefault(time.Duration(pc.Timeouts.Connect), routes.DefaultConnectTimeout),
 		FirstByte:      orDefault(time.Duration(pc.Timeouts.FirstByte), opts.DefaultFirstByte),
 		Idle:           time.Duration(pc.Timeouts.Idle),
-		Total:          orDefault(time.Duration(pc.Timeouts.Total), DefaultTotalTimeout),
+		Total:          orDefault(time.Duration(pc.Timeouts.Total), routes.DefaultTotalTimeout),
 		CommitEvents:   max(pc.StreamCommit.Events, 1),
 		CommitWithin:   time.Duration(pc.StreamCommit.Within),
 		Health: health.Settings{
@@ -248,13 +250,13 @@ func resolveProvider(pc *ProviderConfig, opts PlannerOptions) (*Provider, error)
 }
 
 // authOf resolves the routes file's auth (validated, default filled in).
-func authOf(a AuthConfig) upstream.Auth {
+func authOf(a routes.AuthConfig) upstream.Auth {
 	switch a.Style {
-	case AuthXAPIKey:
+	case routes.AuthXAPIKey:
 		return upstream.Auth{Style: upstream.AuthXAPIKey}
-	case AuthNone:
+	case routes.AuthNone:
 		return upstream.Auth{Style: upstream.AuthNone}
-	case AuthHeader:
+	case routes.AuthHeader:
 		return upstream.Auth{Style: upstream.AuthHeader, Header: a.Header}
 	}
 	return upstream.Auth{Style: upstream.AuthBearer}

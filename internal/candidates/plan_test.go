@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/llmgw/gateway/internal/routes"
 )
 
 func mustPlanner(t testing.TB, src string, seed uint64) *Planner {
 	t.Helper()
-	r, err := ParseRoutes([]byte(src), env(map[string]string{}))
+	r, err := routes.Parse([]byte(src), env(map[string]string{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +135,7 @@ func TestPlanTargetsAndURLs(t *testing.T) {
 
 func BenchmarkPlan(b *testing.B) {
 	src := strings.Replace(tieredRoutes, "?x=1", "", 1)
-	r, _ := ParseRoutes([]byte(src), env(nil))
+	r, _ := routes.Parse([]byte(src), env(nil))
 	p, _ := NewPlanner(r, PlannerOptions{})
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {

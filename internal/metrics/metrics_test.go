@@ -10,11 +10,12 @@ import (
 
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/routes"
 )
 
 func testPlanner(t testing.TB) *candidates.Planner {
 	t.Helper()
-	r, err := candidates.ParseRoutes([]byte(`
+	r, err := routes.Parse([]byte(`
 providers:
   - { name: primary, base_url: "http://127.0.0.1:1/v1", api_keys: [k], max_concurrency: 2 }
 models:

@@ -17,10 +17,10 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
 	"github.com/llmgw/gateway/internal/mockupstream"
 	"github.com/llmgw/gateway/internal/pgtest"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/server"
 )
 
@@ -128,7 +128,7 @@ func start(t *testing.T, s setup) *gateway {
 		}
 		return "", false
 	}
-	routes, err := candidates.ParseRoutes([]byte(yaml), lookup)
+	routes, err := routes.Parse([]byte(yaml), lookup)
 	if err != nil {
 		t.Fatalf("routes: %v\n%s", err, yaml)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
 	"github.com/llmgw/gateway/internal/metrics"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/upstream"
 )
 
@@ -37,7 +38,7 @@ const reloadDebounce = 200 * time.Millisecond
 type RoutesFile struct {
 	Path   string
 	Digest string // "sha256:<hex>" of the file's bytes
-	Routes *candidates.Routes
+	Routes *routes.Routes
 	// Planner is built on a health tracker of its own: it shows what the
 	// file plans (check-config) and is never served.
 	Planner *candidates.Planner
@@ -46,7 +47,7 @@ type RoutesFile struct {
 // LoadRoutesFile reads and validates cfg.RoutesFile exactly as a reload
 // does; check-config and the start of serve call it.
 func LoadRoutesFile(cfg config.Config) (*RoutesFile, error) {
-	b, err := candidates.ReadRoutesFile(cfg.RoutesFile)
+	b, err := routes.ReadFile(cfg.RoutesFile)
 	if err != nil {
 		return nil, err
 	}
@@ -55,10 +56,10 @@ func LoadRoutesFile(cfg config.Config) (*RoutesFile, error) {
 
 // CheckRoutes is the one validation of a routes file, shared by
 // check-config, the start and every reload: the file must parse and
-// validate (an error is a *candidates.FieldError naming the YAML path and
+// validate (an error is a *routes.FieldError naming the YAML path and
 // line, wrapped with %w) and resolve into a planner.
 func CheckRoutes(cfg config.Config, path string, b []byte) (*RoutesFile, error) {
-	routes, err := candidates.ParseRoutes(b, os.LookupEnv)
+	routes, err := routes.Parse(b, os.LookupEnv)
 	if err != nil {
 		return nil, fmt.Errorf("routes file %s: %w", path, err)
 	}
@@ -189,7 +190,7 @@ func (g *Gateway) Reload(trigger string) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	path := st.file
-	b, err := candidates.ReadRoutesFile(path)
+	b, err := routes.ReadFile(path)
 	if err != nil {
 		return g.reloadFailed(trigger, "read: "+err.Error(), err)
 	}

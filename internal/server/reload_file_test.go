@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/internal/candidates"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/server"
 )
 
 // TestReloadRefusesOversizedFile: a routes file over the 16 MiB cap, or a
 // symlink swapped to /dev/zero under the running gateway, is a load error
-// (candidates.ErrRoutesFileTooLarge) returned without reading the rest;
+// (routes.ErrFileTooLarge) returned without reading the rest;
 // the routes in service keep serving and /admin/config keeps their digest.
 func TestReloadRefusesOversizedFile(t *testing.T) {
 	g, write := startReloadable(t, setup{})
@@ -30,7 +30,7 @@ func TestReloadRefusesOversizedFile(t *testing.T) {
 	file := g.Config.RoutesFile
 	big := func() {
 		// Valid YAML throughout: a comment, so only the size is wrong.
-		b := bytes.Repeat([]byte("#"), candidates.MaxRoutesFileBytes+1)
+		b := bytes.Repeat([]byte("#"), routes.MaxFileBytes+1)
 		if err := os.WriteFile(file, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -49,8 +49,8 @@ func TestReloadRefusesOversizedFile(t *testing.T) {
 	}{{"one byte over the cap", big}, {"a symlink to /dev/zero", devZero}} {
 		tt.apply()
 		err := g.Reload(server.TriggerSignal)
-		if !errors.Is(err, candidates.ErrRoutesFileTooLarge) {
-			t.Fatalf("%s: Reload = %v, want ErrRoutesFileTooLarge", tt.name, err)
+		if !errors.Is(err, routes.ErrFileTooLarge) {
+			t.Fatalf("%s: Reload = %v, want ErrFileTooLarge", tt.name, err)
 		}
 		cs := g.ConfigStatus()
 		if cs.Digest != served || cs.LastError == nil || !strings.Contains(cs.LastError.Message, "16 MiB") {

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/mockupstream"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/server"
 )
 
@@ -146,7 +146,7 @@ func TestCheckRoutesIsTheReloadValidation(t *testing.T) {
 	write(strings.Replace(reloadRoutes[2], "max_concurrency: 8", "max_concurrency: 0", 1))
 	reloadErr := g.Reload(server.TriggerSignal)
 	_, checkErr := server.LoadRoutesFile(g.Config)
-	var fe *candidates.FieldError
+	var fe *routes.FieldError
 	if reloadErr == nil || checkErr == nil || reloadErr.Error() != checkErr.Error() || !errors.As(reloadErr, &fe) ||
 		fe.Path != "providers[0].max_concurrency" || fe.Line != 3 {
 		t.Fatalf("reload: %v\ncheck:  %v", reloadErr, checkErr)

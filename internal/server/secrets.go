@@ -6,8 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
+	"github.com/llmgw/gateway/internal/routes"
 )
 
 // secretName reports whether a provider header or query parameter named
@@ -35,7 +35,7 @@ func secretName(name string) bool {
 // the admin token and the passwords of the database and Redis URLs. The
 // Redactor removes them from records, relayed provider errors, admin
 // answers and logs.
-func secretsOf(cfg config.Config, routes *candidates.Routes) []string {
+func secretsOf(cfg config.Config, routes *routes.Routes) []string {
 	out := []string{cfg.AdminToken.Reveal(), dsnPassword(cfg.DatabaseURL.Reveal()), urlPassword(cfg.RedisURL.Reveal())}
 	if routes != nil {
 		for _, p := range routes.Providers {
@@ -83,7 +83,7 @@ func urlPassword(raw string) string {
 // key removed from the routes file by a reload may still be valid at its
 // provider, and requests planned before the reload still use it. Called by
 // New and, under reload.mu, by Reload before the new routes serve.
-func (g *Gateway) learnSecrets(routes *candidates.Routes) {
+func (g *Gateway) learnSecrets(routes *routes.Routes) {
 	if g.reload.known == nil {
 		g.reload.known = map[string]bool{}
 	}

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/secret"
 )
 
@@ -24,7 +24,7 @@ func TestSecretsOf(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Config{AdminToken: secret.New("admin-token-123"), DatabaseURL: secret.New(tc.dsn),
 				RedisURL: secret.New("redis://:redis-Pass-9876@redis:6379/0")}
-			routes := &candidates.Routes{Providers: []candidates.ProviderConfig{{
+			routes := &routes.Routes{Providers: []routes.ProviderConfig{{
 				Name: "p", APIKeys: []secret.String{secret.New("gsk_key0123456789"), secret.New("gsk_key9876543210")},
 				Headers: map[string]string{"OpenAI-Organization": "org-0123456789", "anthropic-version": "2023-06-01",
 					"HTTP-Referer": "https://myapp.example", "X-Title": "My very own application", "X-Portkey-Api-Key": "pk-0123456789ab"},

@@ -22,6 +22,7 @@ import (
 	"github.com/llmgw/gateway/internal/metrics"
 	"github.com/llmgw/gateway/internal/quota"
 	"github.com/llmgw/gateway/internal/report"
+	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/secret"
 	"github.com/llmgw/gateway/internal/upstream"
 )
@@ -69,7 +70,7 @@ func (nopRecorder) RecordCandidate(report.Candidate) {}
 
 // New builds a gateway. It starts the report writer's goroutines (which
 // tolerate a Postgres that is down); Run serves and Close releases the rest.
-func New(ctx context.Context, cfg config.Config, routes *candidates.Routes, log *slog.Logger) (*Gateway, error) {
+func New(ctx context.Context, cfg config.Config, routes *routes.Routes, log *slog.Logger) (*Gateway, error) {
 	g := &Gateway{Config: cfg, Redactor: secret.NewRedactor()}
 	g.learnSecrets(routes)
 	log = slog.New(secret.NewLogHandler(log.Handler(), g.Redactor))

@@ -1,4 +1,4 @@
-package candidates
+package routes
 
 import (
 	"bytes"
@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// TestReadRoutesFileCap: the routes file is read up to MaxRoutesFileBytes;
+// TestReadRoutesFileCap: the routes file is read up to MaxFileBytes;
 // one byte more, or a device without end such as /dev/zero, is
-// ErrRoutesFileTooLarge after reading no more than the cap and a byte.
+// ErrFileTooLarge after reading no more than the cap and a byte.
 func TestReadRoutesFileCap(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, n int) string {
@@ -27,17 +27,17 @@ func TestReadRoutesFileCap(t *testing.T) {
 		wantLen int
 		wantErr error
 	}{
-		{"at the cap", write("cap.yaml", MaxRoutesFileBytes), MaxRoutesFileBytes, nil},
-		{"one byte over", write("over.yaml", MaxRoutesFileBytes+1), 0, ErrRoutesFileTooLarge},
-		{"/dev/zero", "/dev/zero", 0, ErrRoutesFileTooLarge},
+		{"at the cap", write("cap.yaml", MaxFileBytes), MaxFileBytes, nil},
+		{"one byte over", write("over.yaml", MaxFileBytes+1), 0, ErrFileTooLarge},
+		{"/dev/zero", "/dev/zero", 0, ErrFileTooLarge},
 		{"missing", filepath.Join(dir, "missing.yaml"), 0, fs.ErrNotExist},
 	} {
-		b, err := ReadRoutesFile(tt.path)
+		b, err := ReadFile(tt.path)
 		if !errors.Is(err, tt.wantErr) || len(b) != tt.wantLen {
 			t.Errorf("%s: %d bytes, err %v; want %d bytes, err %v", tt.name, len(b), err, tt.wantLen, tt.wantErr)
 		}
 	}
-	if _, err := LoadRoutes("/dev/zero"); !errors.Is(err, ErrRoutesFileTooLarge) {
-		t.Errorf("LoadRoutes(/dev/zero) = %v", err)
+	if _, err := Load("/dev/zero"); !errors.Is(err, ErrFileTooLarge) {
+		t.Errorf("Load(/dev/zero) = %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package candidates
+package routes
 
 import (
 	"errors"
@@ -388,15 +388,15 @@ func TestParseRoutesErrorMessages(t *testing.T) {
 			for _, k := range tt.unset {
 				delete(e, k)
 			}
-			_, err := ParseRoutes([]byte(src), env(e))
+			_, err := Parse([]byte(src), env(e))
 			if err == nil {
 				t.Fatalf("no error for:\n%s", src)
 			}
 			if got := err.Error(); got != tt.want {
 				t.Errorf("error\n got: %s\nwant: %s", got, tt.want)
 			}
-			if !errors.Is(err, ErrInvalidRoutes) {
-				t.Errorf("errors.Is(%v, ErrInvalidRoutes) = false", err)
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("errors.Is(%v, ErrInvalid) = false", err)
 			}
 			var fe *FieldError
 			if !errors.As(err, &fe) {
@@ -477,7 +477,7 @@ func TestParseRoutesAliasBomb(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := ParseRoutes([]byte(b.String()), env(nil))
+		_, err := Parse([]byte(b.String()), env(nil))
 		done <- err
 	}()
 	select {
@@ -487,6 +487,6 @@ func TestParseRoutesAliasBomb(t *testing.T) {
 			t.Fatalf("err = %v, want a FieldError about too many aliases", err)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("ParseRoutes did not return within 20s")
+		t.Fatal("Parse did not return within 20s")
 	}
 }

@@ -1,0 +1,219 @@
+package routes
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/llmgw/gateway/internal/secret"
+)
+
+// Routes is the routes file: what changes with the deployment (DESIGN section 3).
+type Routes struct {
+	Providers []ProviderConfig `yaml:"providers"`
+	Models    []ModelConfig    `yaml:"models"`
+	Clients   []ClientConfig   `yaml:"clients"`
+}
+
+// ProviderConfig is one upstream account: an endpoint and its keys.
+type ProviderConfig struct {
+	Name           string            `yaml:"name"`
+	Format         string            `yaml:"format"`
+	BaseURL        string            `yaml:"base_url"`
+	APIKeys        []secret.String   `yaml:"api_keys"`
+	MaxConcurrency int               `yaml:"max_concurrency"`
+	QueueBudget    Duration          `yaml:"queue_budget"`
+	Timeouts       Timeouts          `yaml:"timeouts"`
+	Headers        map[string]string `yaml:"headers"`
+	// ForwardHeaders are client request headers forwarded to this provider
+	// besides its format's own (OpenAI-Beta; anthropic-version and
+	// anthropic-beta), e.g. OpenAI-Organization. Default none. A key-scoped
+	// refusal (401, 403, 429) of a request carrying one does not count for
+	// the key's health. Credentials, hop-by-hop and the gateway's own
+	// headers cannot be listed.
+	ForwardHeaders []string          `yaml:"forward_headers"`
+	Query          map[string]string `yaml:"query"`
+	Health         HealthConfig      `yaml:"health"`
+	StreamCommit   StreamCommit      `yaml:"stream_commit"`
+	// Auth is how the keys travel: bearer (default for openai), x-api-key
+	// (default for anthropic), none, or {header: NAME}.
+	Auth AuthConfig `yaml:"auth"`
+	// DefaultMaxTokens is the max_tokens sent to an anthropic provider when
+	// the client sets none (default 4096).
+	DefaultMaxTokens int `yaml:"default_max_tokens"`
+	// StreamUsage (format openai, default true) makes the gateway ask for
+	// usage on every chat stream (stream_options.include_usage), hiding the
+	// usage chunk from a client that did not ask, so token rates and
+	// records always know a stream's tokens. false for a server that
+	// refuses stream_options: its streams then count only the usage their
+	// client asked for (docs/formats.md).
+	StreamUsage *bool `yaml:"stream_usage"`
+}
+
+// Auth styles of the routes file.
+const (
+	AuthBearer  = "bearer"
+	AuthXAPIKey = "x-api-key"
+	AuthNone    = "none"
+	AuthHeader  = "header" // written as {header: NAME}
+)
+
+// AuthConfig is a provider's auth: a style name, or {header: NAME} for a
+// custom header (Azure's api-key).
+type AuthConfig struct {
+	Style  string
+	Header string
+}
+
+// authHeader is the mapping form of auth.
+type authHeader struct {
+	Header string `yaml:"header"`
+}
+
+// UnmarshalYAML accepts a style name or {header: NAME}; the shape checker
+// has checked the node already.
+func (a *AuthConfig) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.MappingNode {
+		var h authHeader
+		if err := n.Decode(&h); err != nil {
+			return errors.New("expected {header: NAME}")
+		}
+		a.Style, a.Header = AuthHeader, strings.TrimSpace(h.Header)
+		return nil
+	}
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return errors.New("expected bearer, x-api-key, none or {header: NAME}")
+	}
+	a.Style = strings.TrimSpace(s)
+	return nil
+}
+
+// StreamCommit is a stream's commit point: the gateway holds the first
+// Events events (comments aside), or what arrived within Within after the
+// first one, before the client sees anything. Until then a stream that
+// breaks or carries an error object fails over invisibly. The default,
+// {events: 1}, commits at the first event.
+type StreamCommit struct {
+	Events int      `yaml:"events"`
+	Within Duration `yaml:"within"` // 0: no time bound
+}
+
+// HealthConfig tunes how the provider's targets cool down after failures.
+// Zero values take the defaults of DefaultHealth.
+type HealthConfig struct {
+	// Failures is how many consecutive counted failures cool a target.
+	Failures int `yaml:"failures"`
+	// Cooldown is the first cooldown; each failed probe doubles it.
+	Cooldown Duration `yaml:"cooldown"`
+	// MaxCooldown caps the doubling and any Retry-After.
+	MaxCooldown Duration `yaml:"max_cooldown"`
+	// AuthCooldown is how long a 401/403 takes a key out of rotation.
+	AuthCooldown Duration `yaml:"auth_cooldown"`
+}
+
+// DefaultHealth is the health block of a provider that sets none.
+var DefaultHealth = HealthConfig{
+	Failures: 3, Cooldown: Duration(10 * time.Second),
+	MaxCooldown: Duration(5 * time.Minute), AuthCooldown: Duration(5 * time.Minute),
+}
+
+// Timeouts bound one attempt against a provider. Zero values take the
+// defaults documented at DefaultTimeouts; Idle zero means off.
+type Timeouts struct {
+	Connect   Duration `yaml:"connect"`
+	FirstByte Duration `yaml:"first_byte"`
+	Idle      Duration `yaml:"idle"`
+	Total     Duration `yaml:"total"`
+}
+
+// Default provider timeouts. FirstByte has none here: an unset first_byte
+// falls back to GATEWAY_STREAM_FIRST_BYTE_TIMEOUT.
+const (
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultTotalTimeout   = 600 * time.Second
+)
+
+// ModelConfig is a model name clients send, and where it may be served.
+type ModelConfig struct {
+	Name string `yaml:"name"`
+	// Strategy orders the candidates inside a priority tier: weighted (the
+	// default: a weighted random draw) or least_latency (by each target's
+	// first-byte EWMA, targets without samples first, weight breaking ties).
+	Strategy string `yaml:"strategy"`
+	// Deadline bounds the whole request: every attempt, queue wait and the
+	// relay. Clients may shorten it with X-Gateway-Deadline. Zero: none.
+	Deadline Duration `yaml:"deadline"`
+	// Hedge, when set, starts the next candidate too once the running
+	// attempt has not committed after After: a duration, or a percentile
+	// of the running target's first-byte latency ("p95"). Off by default.
+	Hedge      HedgeConfig   `yaml:"hedge"`
+	Candidates []EntryConfig `yaml:"candidates"`
+}
+
+// HedgeConfig is a model route's hedging.
+type HedgeConfig struct {
+	After string `yaml:"after"` // "800ms" or "p95"
+	Max   int    `yaml:"max"`   // extra attempts at once; default 1
+
+	after    time.Duration // parsed After, when a duration
+	quantile float64       // parsed After, when a percentile
+}
+
+// Delay is After parsed by Parse: a fixed delay, or the quantile (0.95 for
+// p95) of the running target's first-byte latency; one of them is zero.
+func (h HedgeConfig) Delay() (after time.Duration, quantile float64) {
+	return h.after, h.quantile
+}
+
+// Model route strategies.
+const (
+	StrategyWeighted     = "weighted"
+	StrategyLeastLatency = "least_latency"
+)
+
+// EntryConfig is one provider+model entry of a route.
+type EntryConfig struct {
+	Provider string `yaml:"provider"`
+	Model    string `yaml:"model"`
+	Priority int    `yaml:"priority"`
+	Weight   int    `yaml:"weight"`
+}
+
+// ClientConfig is one client key, stored as the SHA-256 of its bearer token.
+type ClientConfig struct {
+	Name      string `yaml:"name"`
+	KeySHA256 string `yaml:"key_sha256"`
+	Priority  string `yaml:"priority"`
+	// Limits, each absent for none (DESIGN 10.4). MaxConcurrency counts
+	// the client's upstream attempts in flight; the rates count requests
+	// and the tokens of the upstream's usage in a one-minute window. With
+	// GATEWAY_REDIS_URL they hold across replicas.
+	MaxConcurrency    int `yaml:"max_concurrency"`
+	RequestsPerMinute int `yaml:"requests_per_minute"`
+	TokensPerMinute   int `yaml:"tokens_per_minute"`
+}
+
+// Duration is a time.Duration written in Go syntax in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML accepts "250ms", "30s", ... The caller adds the path and
+// line; a duration is never a secret, so the value is shown.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return errors.New("expected a duration (like 250ms or 30s)")
+	}
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("%s is not a duration (write it like 250ms, 30s or 2m)", quoteShort(s))
+	}
+	if v < 0 {
+		return fmt.Errorf("%s is negative", quoteShort(s))
+	}
+	*d = Duration(v)
+	return nil
+}
