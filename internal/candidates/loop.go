@@ -259,7 +259,7 @@ type walk struct {
 	dims       [2]admission.Dimension // the attempt's quota dimensions, reused across attempts
 	out        Outcome                // how the request ended, once it did
 	admitStart time.Time              // when the attempt in flight asked for its slots
-	sent       time.Time              // when the first byte went to the client
+	sentAt     time.Time              // when the first byte went to the client
 	tried      int
 	probe      bool        // the attempt in flight holds its target's health probe
 	cooled     []time.Time // per candidate, the cooldown end of a skip not recorded yet
@@ -284,7 +284,7 @@ func (r *Runner) Run(ctx context.Context, req *Request) (*Attempt, *Outcome) {
 
 func (r *Runner) run(ctx context.Context, req *Request, cancel context.CancelFunc) (*Attempt, *Outcome) {
 	w := &walk{r: r, req: req, ctx: ctx, cancel: cancel, retryable: true, current: -1}
-	w.att.w = w
+	w.att.r, w.att.req = r, req
 	w.recordPlanned()
 	defer w.recordPanic()
 	if req.Hedge.On() {
@@ -292,11 +292,18 @@ func (r *Runner) run(ctx context.Context, req *Request, cancel context.CancelFun
 			return w.winner, nil
 		}
 	} else if w.run(ctx) {
-		w.winner = &w.att
+		w.commit(&w.att)
 		return w.winner, nil
 	}
 	w.finishRequest()
 	return nil, &w.out
+}
+
+// commit makes a the request's winner and hands it the walk as its
+// settler: from here on the relay owns it.
+func (w *walk) commit(a *Attempt) {
+	a.s = w
+	w.winner = a
 }
 
 // recordPanic keeps the ledger true when the loop panics before a commit:
@@ -308,12 +315,15 @@ func (w *walk) recordPanic() {
 	if v == nil {
 		return
 	}
-	w.att.close()
-	w.att.verdict(health.Verdict{})
+	w.att.abort()
 	if w.hedge != nil {
 		w.hedge.abort()
 	}
 	w.panicked()
+	w.att.settledAfterPanic()
+	if w.hedge != nil {
+		w.hedge.settledAfterPanic()
+	}
 	panic(v)
 }
 
@@ -346,7 +356,7 @@ func (w *walk) run(ctx context.Context) (committed bool) {
 			continue
 		}
 		if w.attempt(ctx, i) {
-			return w.att.committed()
+			return w.att.state.committed()
 		}
 	}
 	// Health never fails a request without an attempt: when every
@@ -358,7 +368,7 @@ func (w *walk) run(ctx context.Context) (committed bool) {
 		}
 		w.probe = w.req.Candidates[i].Target.Health.Force()
 		if w.attempt(ctx, i) {
-			return w.att.committed()
+			return w.att.state.committed()
 		}
 	}
 	w.exhausted()
@@ -386,7 +396,9 @@ func (w *walk) attempt(ctx context.Context, i int) (done bool) {
 		return true
 	}
 	a.close()
-	return w.end(a, err)
+	done = w.end(a, err, false)
+	a.to(stClosed)
+	return done
 }
 
 // build has the request's exchange address a's call to candidate i; a
@@ -452,10 +464,11 @@ func (w *walk) admission(i int, dims *[2]admission.Dimension) admission.Request 
 	return admission.Request{Priority: w.req.Priority, Budget: prov.QueueBudget, Dimensions: dims[:n]}
 }
 
-func (w *walk) release(lease *admission.Lease) {
+// release gives back an attempt's slots.
+func (r *Runner) release(lease *admission.Lease) {
 	lease.Release()
-	if w.r.Observe != nil {
-		w.r.Observe.GlobalHeld(lease.GlobalHeld())
+	if r.Observe != nil {
+		r.Observe.GlobalHeld(lease.GlobalHeld())
 	}
 }
 
@@ -478,9 +491,10 @@ func (w *walk) begun(a *Attempt, queued time.Time) {
 	w.r.Record.RecordCandidate(*row)
 }
 
-// end records how candidate i's attempt ended and reports whether the
-// request is settled. err nil is a relayed success.
-func (w *walk) end(a *Attempt, err error) (done bool) {
+// end records how the released attempt a ended and reports whether the
+// request is settled. err nil is a relayed success; committed says whether
+// a passed its commit point (only Finish ends a committed one).
+func (w *walk) end(a *Attempt, err error, committed bool) (done bool) {
 	i := a.i
 	row := &w.rows[i]
 	now := w.r.now()
@@ -506,7 +520,6 @@ func (w *walk) end(a *Attempt, err error) (done bool) {
 	if w.ctx.Err() != nil {
 		ended = context.Cause(w.ctx)
 	}
-	committed := a.committed()
 	w.probe, a.probe = a.probe, false // apply gives it back with the verdict
 	return w.apply(i, Classify(err, committed, ended), committed)
 }
