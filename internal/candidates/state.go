@@ -46,9 +46,10 @@ var transitions = [nStates][nStates]bool{
 	// An answer whole within the hold (a body read at once, a stream's last
 	// event) commits drained.
 	stHolding: {stCommitted: true, stDrained: true, stReleased: true, stLost: true, stAborted: true},
-	// After the commit point the relay ends it with Finish (released) or a
-	// panic; a hedged winner that loses the race to a panic aborts too.
-	stCommitted: {stRelaying: true, stReleased: true, stLost: true, stAborted: true},
+	// After the commit point the relay reads it to its end (a relay that
+	// holds a body back reads before Sent), ends it with Finish (released)
+	// or aborts it on a panic.
+	stCommitted: {stRelaying: true, stDrained: true, stReleased: true, stLost: true, stAborted: true},
 	stRelaying:  {stDrained: true, stReleased: true, stAborted: true},
 	stDrained:   {stReleased: true, stLost: true, stAborted: true},
 	stLost:      {stReleased: true},
