@@ -10,38 +10,29 @@ import (
 	"github.com/llmgw/gateway/internal/upstream"
 )
 
-// relay writes a committed attempt to the client, the held bytes first and
-// then the rest as it arrives, and returns the request's outcome. This is
-// the frame that lives as long as a stream, with the handler's beneath it:
-// everything before the commit point has returned by now (candidates.Run),
-// so it stays small by design. Each event of a stream is written at once
-// and flushed unless the provider's next event is already read (Buffered).
-// Every write, of a stream or a body, is bounded by the write timeout and
-// never runs past the attempt's end (its total, the request's deadline), so
-// a client that stops reading cannot hold the attempt's slots longer than
-// the upstream side could.
+// relay writes a committed attempt to the client and returns the request's
+// outcome, in the steps of its body: commit (status, headers, the write
+// deadline), the held bytes flushed alone, Sent, every next event or chunk
+// written as it arrives, endRelay, Finish. This is the frame that lives as
+// long as a stream, with the handler's beneath it: everything before the
+// commit point has returned by now (candidates.Run), so it stays small by
+// design, and every step that flushes is called from here, one frame deep
+// (send, endRelay): a step function around them would grow the stack every
+// open stream keeps (cmd/gateway's TestStreamStackBudget). Each event of a
+// stream is flushed unless the provider's next event is already read
+// (Buffered). Every write, of a stream or a body, is bounded by the write
+// timeout and never runs past the attempt's end (its total, the request's
+// deadline), so a client that stops reading cannot hold the attempt's slots
+// longer than the upstream side could.
 //
 // The relay owns the attempt from its first statement: the handler calls it
 // right after Run returned the attempt, and from then on any panic aborts
 // the attempt (its slots released, its records settled) before it goes on.
 func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCount) (out *candidates.Outcome) {
-	defer func() {
-		if v := recover(); v != nil {
-			a.Abort()
-			panic(v)
-		}
-	}()
-	if h := s.opts.TestHook; h != nil {
-		h("committed")
-	}
+	defer abortOnPanic(a)
 	rc := http.NewResponseController(w)
+	dl := s.commit(w, rc, a)
 	stream := a.Stream()
-	commitHeaders(w.Header(), a)
-	w.WriteHeader(a.Status())
-	dl := writeDeadline{rc: rc, d: s.opts.StreamWriteTimeout}
-	if left, ok := a.Remaining(); ok {
-		dl.end = time.Now().Add(left)
-	}
 	if tc != nil && !stream {
 		return a.Finish(s.sendCounted(w, rc, &dl, a, tc))
 	}
@@ -54,39 +45,66 @@ func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCo
 		if h := s.opts.TestHook; h != nil && stream {
 			h("streaming")
 		}
+	}
+	held := false // written to the client's buffer, not flushed yet
+	for err == nil {
 		var b []byte
-		held := false // written to the client's buffer, not flushed yet
-		for {
-			if b, err = a.Next(); err != nil {
-				break
-			}
-			tc.beforeEnd(a, b)
-			// Events the provider sent back to back go out in one write:
-			// the flush waits only while the next event is already read.
-			// A client with a token rate is counted (a call to the shared
-			// store) before its stream's last event, and no event waits
-			// on that: its events are flushed one by one.
-			hold := stream && tc == nil && a.Buffered()
-			if err = s.send(w, rc, &dl, b, stream && !hold); err != nil {
-				break
-			}
+		if b, err = a.Next(); err != nil {
+			break
+		}
+		tc.beforeEnd(a, b)
+		// Events the provider sent back to back go out in one write: the
+		// flush waits only while the next event is already read. A client
+		// with a token rate is counted (a call to the shared store) before
+		// its stream's last event, and no event waits on that: its events
+		// are flushed one by one.
+		hold := stream && tc == nil && a.Buffered()
+		if err = s.send(w, rc, &dl, b, stream && !hold); err == nil {
 			held = hold
 		}
-		// The stream ended or broke behind a held event: what the provider
-		// sent reaches the client before the outcome does. A whole body
-		// is flushed too, within the deadline: the outcome then says
-		// whether the client took it, not net/http's flush after the
-		// handler.
-		if held || (!stream && err == io.EOF) {
-			if ferr := rc.Flush(); ferr != nil && (err == nil || err == io.EOF) {
-				err = &candidates.ClientWriteError{Err: ferr}
-			}
+	}
+	return a.Finish(endRelay(rc, &dl, err, held || (!stream && err == io.EOF)))
+}
+
+// abortOnPanic aborts the attempt of a relay that panics, then lets the
+// panic go on to the recoverer.
+func abortOnPanic(a *candidates.Attempt) {
+	if v := recover(); v != nil {
+		a.Abort()
+		panic(v)
+	}
+}
+
+// commit starts the client's response at the commit point: the upstream's
+// status and headers, and the deadline that bounds every write.
+func (s *Server) commit(w http.ResponseWriter, rc *http.ResponseController, a *candidates.Attempt) writeDeadline {
+	if h := s.opts.TestHook; h != nil {
+		h("committed")
+	}
+	commitHeaders(w.Header(), a)
+	w.WriteHeader(a.Status())
+	dl := writeDeadline{rc: rc, d: s.opts.StreamWriteTimeout}
+	if left, ok := a.Remaining(); ok {
+		dl.end = time.Now().Add(left)
+	}
+	return dl
+}
+
+// endRelay is how the relay ended, err, once what is written reached the
+// client: the stream ended or broke behind a held event (flush), and a whole
+// body is flushed too, within the deadline, so that the outcome says
+// whether the client took it, not net/http's flush after the handler. A
+// complete answer lifts the attempt's end from the writes that follow.
+func endRelay(rc *http.ResponseController, dl *writeDeadline, err error, flush bool) error {
+	if flush {
+		if ferr := rc.Flush(); ferr != nil && (err == nil || err == io.EOF) {
+			err = &candidates.ClientWriteError{Err: ferr}
 		}
 	}
 	if err == io.EOF {
 		dl.answered()
 	}
-	return a.Finish(err)
+	return err
 }
 
 // commitHeaders sets the client's response headers from the upstream's.

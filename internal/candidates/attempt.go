@@ -12,7 +12,6 @@ import (
 
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/health"
-	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
 	"github.com/llmgw/gateway/internal/watchdog"
 )
@@ -25,13 +24,18 @@ type Sender interface {
 
 // Attempt is one candidate's try, from admission to its end: its slots, its
 // watchdog, the upstream response and the bytes held back before the commit
-// point. Before the commit point the loop owns it and fails over on any
-// failure; Run hands out the one attempt that committed, and the caller
-// relays it (First, Sent, Next) and ends it with Finish, which settles the
-// records. Its buffers are reused by the next attempt of the same request.
+// point. Its life is one state (state.go). Before the commit point the loop
+// owns it and fails over on any failure; Run hands out the one attempt that
+// committed, with the settler that settles its records, and the caller
+// relays it (First, Sent, Next) and ends it with Finish (committed.go). Its
+// buffers are reused by the next attempt of the same request.
 type Attempt struct {
-	w *walk
-	i int // candidate index
+	r       *Runner
+	req     *Request
+	i       int      // candidate index
+	state   state    // where it is in its life; moved only by to
+	s       settler  // the committed attempt's records, handed over at commit
+	outcome *Outcome // Finish's answer, once it settled
 
 	lease    *admission.Lease
 	ctx      context.Context // the upstream request's: the watchdog's child of the request's
@@ -43,15 +47,13 @@ type Attempt struct {
 	pass     upstream.PassReader   // rd when nothing is translated
 	out      []byte                // a translating reader's output, reused per event
 	later    error                 // an error that came with bytes still to relay
-	ended    bool                  // the body ended; End was asked for its bytes
 	clen     int64                 // a translated body's length; -1: the provider's
 	events   *upstream.EventReader // streams
 	buf      *[]byte               // non-stream: pooled read buffer
 	first    []byte                // the held bytes: the first event(s), or the first body bytes
 	held     []byte                // streams committing after several events: their bytes, back to back
 	reads    chan eventRead        // a read started while holding that the relay must collect
-	pending  bool                  // a read is outstanding on reads
-	eof      bool                  // non-stream: the body ended with the first read
+	pending  bool                  // a goroutine's read is outstanding on reads
 	tail     []byte                // non-stream: the body's last bytes, for its usage
 	admitted time.Time
 	fb       time.Duration // admission to the first event (stream) or response headers
@@ -61,27 +63,27 @@ type Attempt struct {
 	probe    bool                    // holds its target's health probe
 	unwatch  func() bool             // stops watching the target for turning cooling
 	release  context.CancelCauseFunc // a hedged attempt's own context, released at close
-	finished bool                    // closed: slots released
-	settled  bool                    // the request's outcome is recorded
 }
 
 // open sends the attempt's request and reads up to the commit point: the
 // first event of a stream that is not a comment, or the first bytes of a
 // body. nil means the attempt committed; nothing was written to the client
-// either way.
+// either way. It moves the attempt from admitted through sending and
+// holding to committed (or drained); on an error the caller releases it.
 func (a *Attempt) open(parent context.Context) error {
-	w, c := a.w, &a.w.req.Candidates[a.i]
+	r, req, c := a.r, a.req, &a.req.Candidates[a.i]
 	prov := c.Target.Provider
-	if h := w.r.TestHook; h != nil {
+	if h := r.TestHook; h != nil {
 		h("attempt")
 	}
+	a.to(stSending)
 	var firstByte, idle time.Duration
-	if w.req.Stream {
+	if req.Stream {
 		firstByte, idle = prov.FirstByte, prov.Idle
 	}
-	a.ctx, a.watch = watchdog.Start(parent, w.r.clock(), firstByte, idle)
+	a.ctx, a.watch = watchdog.Start(parent, r.clock(), firstByte, idle)
 	a.watch.Limit(prov.Total, upstream.ErrTotalTimeout)
-	if h := c.Target.Health; h != nil && w.req.Stream {
+	if h := c.Target.Health; h != nil && req.Stream {
 		// Others may find the target failing while this attempt waits for
 		// its first event: it then fails over at once rather than wait
 		// out its own timeout.
@@ -90,26 +92,27 @@ func (a *Attempt) open(parent context.Context) error {
 	}
 	ep := prov.Endpoint
 	a.call.Key, a.call.Auth, a.call.Extra, a.call.Defaults = c.Target.Key, ep.Auth, ep.Extra, ep.Defaults
-	a.call.ClientHeader, a.call.Forward, a.call.Stream, a.call.Clock = w.req.Header, &ep.Forward, w.req.Stream, w.r.clock()
+	a.call.ClientHeader, a.call.Forward, a.call.Stream, a.call.Clock = req.Header, &ep.Forward, req.Stream, r.clock()
 	send := prov.Sender
 	if send == nil {
-		send = w.r.Upstreams[prov.Name]
+		send = r.Upstreams[prov.Name]
 	}
 	resp, err := send.Send(a.ctx, &a.call)
 	if err != nil {
 		var se *upstream.StatusError
 		if errors.As(err, &se) && se.ClientFault() {
-			w.req.Exchange.Relayed(ep, se) // relayed in the client's format
+			req.Exchange.Relayed(ep, se) // relayed in the client's format
 		}
 		return cause(a.ctx, err)
 	}
+	a.to(stHolding)
 	a.resp = resp
-	a.rd = w.req.Exchange.Reader(ep, &a.pass)
-	if !w.req.Stream {
-		a.fb = w.r.now().Sub(a.admitted)
+	a.rd = req.Exchange.Reader(ep, &a.pass)
+	if !req.Stream {
+		a.fb = r.now().Sub(a.admitted)
 		return a.openBody()
 	}
-	a.hold = watchdog.NewHold(w.r.HoldMode, a.lease.ReleaseGlobal)
+	a.hold = watchdog.NewHold(r.HoldMode, a.lease.ReleaseGlobal)
 	a.hold.Headers()
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
 		return &upstream.ProtocolError{Err: errors.New("stream answered with Content-Type " + strconv.Quote(ct))}
@@ -142,9 +145,10 @@ func (a *Attempt) open(parent context.Context) error {
 			return watchdog.ErrFirstByteTimeout
 		}
 		a.stopWatching()
-		a.fb = w.r.now().Sub(a.admitted)
+		a.fb = r.now().Sub(a.admitted)
 		if prov.CommitEvents <= 1 || a.rd.Done() {
 			a.first = out
+			a.to(stCommitted)
 			return nil
 		}
 		return a.holdEvents(out, prov)
@@ -197,7 +201,7 @@ func (a *Attempt) holdEvents(first []byte, prov *Provider) error {
 		// hold ends when the time is up, whatever is in flight: the relay
 		// collects that read first (Next).
 		expired = make(chan struct{})
-		t := a.w.r.clock().AfterFunc(prov.CommitWithin, func() { close(expired) })
+		t := a.r.clock().AfterFunc(prov.CommitWithin, func() { close(expired) })
 		defer t.Stop()
 		a.reads = make(chan eventRead, 1)
 	}
@@ -213,6 +217,7 @@ func (a *Attempt) holdEvents(first []byte, prov *Provider) error {
 				a.pending = false
 			case <-expired:
 				a.first = a.held
+				a.to(stCommitted)
 				return nil
 			}
 		}
@@ -223,9 +228,10 @@ func (a *Attempt) holdEvents(first []byte, prov *Provider) error {
 			if err != nil {
 				return a.cutBeforeCommit(r.err)
 			}
-			a.ended = true
 			a.held = append(a.held, out...)
-			break
+			a.first = a.held
+			a.to(stDrained) // End was asked for its bytes: Next only says io.EOF
+			return nil
 		}
 		if r.err != nil {
 			return a.cutBeforeCommit(r.err)
@@ -249,6 +255,7 @@ func (a *Attempt) holdEvents(first []byte, prov *Provider) error {
 		}
 	}
 	a.first = a.held
+	a.to(stCommitted)
 	return nil
 }
 
@@ -293,10 +300,15 @@ func (a *Attempt) openBody() error {
 		case n > 0:
 			a.first = (*a.buf)[:n]
 			a.tail = keepTail(a.tail, a.first)
-			a.eof = err == io.EOF
+			if err == io.EOF {
+				a.to(stDrained)
+			} else {
+				a.to(stCommitted)
+			}
 			return nil
 		case err == io.EOF:
-			a.first, a.eof = (*a.buf)[:0], true
+			a.first = (*a.buf)[:0]
+			a.to(stDrained)
 			return nil
 		case err != nil:
 			return a.readError(err)
@@ -324,148 +336,9 @@ func (a *Attempt) openWhole() error {
 	if err != nil {
 		return eventError(err)
 	}
-	a.first, a.eof, a.clen = out, true, int64(len(out))
+	a.first, a.clen = out, int64(len(out))
+	a.to(stDrained)
 	return nil
-}
-
-// committed reports whether the attempt passed its commit point.
-func (a *Attempt) committed() bool { return a.first != nil || a.eof }
-
-// Status is the upstream's status code of the committed answer.
-func (a *Attempt) Status() int { return a.resp.StatusCode }
-
-// Header is the upstream's response header of the committed answer.
-func (a *Attempt) Header() http.Header { return a.resp.Header }
-
-// ContentLength is the answer's Content-Length, -1 when unknown: a
-// translated body's own, else the upstream's.
-func (a *Attempt) ContentLength() int64 {
-	if a.clen >= 0 {
-		return a.clen
-	}
-	return a.resp.ContentLength
-}
-
-// Stream reports whether the answer is an event stream.
-func (a *Attempt) Stream() bool { return a.events != nil }
-
-// First returns the bytes held at the commit point: the first event of a
-// stream (a complete SSE event), or the first bytes of a body. Valid until
-// the next call to Next.
-func (a *Attempt) First() []byte { return a.first }
-
-// Buffered reports whether the next call to Next returns without waiting
-// for the provider: a pass-through stream's next event is already read. The
-// relay then writes that event behind the one before it and flushes both
-// at once. A translated event may turn into nothing (a ping) and send Next
-// to read again, so a translated stream reports false: each of its outputs
-// is flushed as before.
-func (a *Attempt) Buffered() bool {
-	return a.events != nil && !a.pending && a.rd == upstream.Reader(&a.pass) && a.events.Buffered()
-}
-
-// Sent tells the attempt its first bytes reached the client: the stream is
-// recorded streaming, health learns of the success and the first-byte
-// time, and the hold mode may release the execution slot.
-func (a *Attempt) Sent() {
-	w, i := a.w, a.i
-	w.sent = w.r.now()
-	// The target answered: that is the success health counts, even if a
-	// long stream breaks later (failures after commit never count).
-	if h := w.req.Candidates[i].Target.Health; h != nil {
-		h.FirstByte(a.fb)
-	}
-	a.verdict(health.Verdict{Success: true})
-	if a.Stream() {
-		row := &w.rows[i]
-		row.Status, row.FirstByte = report.CandidateStreaming, a.fb
-		w.r.Record.RecordCandidate(*row)
-		a.hold.FirstBody()
-	}
-}
-
-// Next returns the next bytes to relay: the next event of a stream
-// (comments included), or the next chunk of a body. io.EOF is a complete
-// answer; any other error ends it (pass it to Finish). The bytes are valid
-// until the next call.
-func (a *Attempt) Next() ([]byte, error) {
-	if a.events != nil {
-		return a.nextEvent()
-	}
-	if a.eof {
-		return nil, io.EOF
-	}
-	n, err := a.resp.Body.Read(*a.buf)
-	if n > 0 {
-		b := (*a.buf)[:n]
-		a.tail = keepTail(a.tail, b)
-		a.eof = err == io.EOF
-		return b, nil
-	}
-	if err == io.EOF {
-		return nil, io.EOF
-	}
-	if err == nil {
-		return (*a.buf)[:0], nil
-	}
-	return nil, a.readError(err)
-}
-
-// nextEvent returns the next bytes of a stream for the client: a
-// pass-through event as read, or what a translated one makes (events that
-// make nothing are skipped).
-func (a *Attempt) nextEvent() ([]byte, error) {
-	for {
-		if err := a.later; err != nil {
-			a.later = nil
-			return nil, err
-		}
-		var ev []byte
-		var err error
-		if a.pending {
-			// The read holdEvents had in flight when its time was up.
-			r := <-a.reads
-			a.pending = false
-			ev, err = r.ev, r.err
-		} else {
-			ev, _, err = a.events.Next()
-		}
-		if err != nil {
-			if err == io.EOF {
-				if !a.ended && !a.rd.Done() {
-					// Ended before its last event: a cut (the reader's
-					// error) unless the answer is whole without it.
-					a.ended = true
-					b, err := a.rd.End(a.out[:0])
-					if err != nil {
-						return nil, err
-					}
-					if len(b) > 0 {
-						a.out = b
-						return b, nil
-					}
-				}
-				return nil, io.EOF
-			}
-			return nil, a.readError(err)
-		}
-		a.watch.Activity()
-		out, err := a.event(ev, true)
-		if err != nil {
-			// After the commit point an error event ends a translated
-			// stream; what came before it in ev goes out first. A
-			// pass-through stream relays the event itself, provider text
-			// that may echo the key.
-			if len(out) == 0 {
-				return nil, &upstream.ProtocolError{Err: err}
-			}
-			out = a.w.r.Redact.RedactBytes(out)
-			a.later = &upstream.ProtocolError{Err: err}
-		}
-		if len(out) > 0 {
-			return out, nil
-		}
-	}
 }
 
 // readError turns a failed read of the upstream body into the attempt's
@@ -482,106 +355,44 @@ func (a *Attempt) readError(err error) error {
 	return err
 }
 
-// UsageSoFar is the usage read so far: a stream's once its usage event
-// went by, a body's once it was read whole. The caller may count it before
-// the client sees the end of the answer (a client's token rate).
-func (a *Attempt) UsageSoFar() (upstream.Usage, bool) {
-	switch {
-	case a.rd == nil:
-		return upstream.Usage{}, false
-	case a.events != nil || a.clen >= 0:
-		return a.rd.Usage()
-	default:
-		return a.rd.TailUsage(a.tail)
-	}
-}
-
-// Remaining is what is left of the committed attempt's time: of its
-// provider's timeouts.total, counted from admission as the watchdog counts
-// it, and of the request's deadline, whichever ends first; ok is false when
-// neither bounds the attempt. The relay bounds its writes to the client by
-// it, so that a client that stops reading cannot hold the attempt's slots
-// past the moment the upstream side would have ended it anyway.
-func (a *Attempt) Remaining() (d time.Duration, ok bool) {
-	w := a.w
-	if total := w.req.Candidates[a.i].Target.Provider.Total; total > 0 {
-		d, ok = a.admitted.Add(total).Sub(w.r.now()), true
-	}
-	if dl := w.req.Deadline; !dl.IsZero() {
-		// The deadline was stamped on the loop's clock (the handler's
-		// receipt): measure what is left on the same clock.
-		if left := dl.Sub(w.r.now()); !ok || left < d {
-			d, ok = left, true
-		}
-	}
-	return d, ok
-}
-
-// Finish ends the committed attempt with how its relay ended: nil or io.EOF
-// for a complete answer, else the error (a *ClientWriteError when the client
-// could not be written to). It releases the attempt's slots, settles the
-// records and returns the request's outcome. The caller answers the client
-// only after Finish: the outcome is decided from what happened, before
-// anything the client does in reaction can change it. Calling it again
-// returns the same outcome.
-func (a *Attempt) Finish(err error) *Outcome {
-	w := a.w
-	if a.settled {
-		return &w.out
-	}
-	if err == io.EOF {
-		err = nil
-	}
-	switch {
-	case a.rd == nil:
-	case a.events != nil || a.clen >= 0:
-		a.usage, a.hasUsage = a.rd.Usage()
-	case err == nil:
-		a.usage, a.hasUsage = a.rd.TailUsage(a.tail)
-	}
-	if a.rd != nil && !a.hasUsage {
-		a.usageErr = a.rd.UsageError()
-	}
-	a.close()
-	w.end(a, err)
-	if ee := (*upstream.EventError)(nil); errors.As(err, &ee) && ee.Relayed {
-		w.out.ErrorSent = true
-	}
-	w.finishRequest()
-	a.settled = true
-	return &w.out
-}
-
 // verdict tells the attempt's target how it went, giving back the health
 // probe the attempt holds, if any. Each attempt owns its probe: attempts of
 // a hedged request hold theirs side by side.
 func (a *Attempt) verdict(v health.Verdict) {
 	probe := a.probe
 	a.probe = false
-	if h := a.w.req.Candidates[a.i].Target.Health; h != nil {
+	if h := a.req.Candidates[a.i].Target.Health; h != nil {
 		h.Done(v, probe)
 	}
 }
 
-// Abort ends a committed attempt whose relay (or Finish) panicked: the
-// slots are released and, unless the outcome was already recorded, the
-// candidate fails with gateway_internal_error and the request with 500. The
-// caller re-panics.
-func (a *Attempt) Abort() {
+// abort lets go of an attempt a panic ended and gives back its probe; the
+// panic's handler settles its row (walk.panicked).
+func (a *Attempt) abort() {
+	if a.state.live() {
+		a.to(stAborted)
+	}
 	a.close()
 	a.verdict(health.Verdict{})
-	if !a.settled {
-		a.settled = true
-		a.w.panicked()
+}
+
+// settledAfterPanic closes an attempt abort released once the panic's
+// handler settled the request.
+func (a *Attempt) settledAfterPanic() {
+	if a.state == stReleased {
+		a.to(stClosed)
 	}
 }
 
-// close lets go of everything the attempt holds. Safe to call again.
+// close lets go of everything the attempt holds and moves it to released;
+// its owner settles its records next. An attempt that holds nothing (idle,
+// released or closed) is left as it is.
 func (a *Attempt) close() {
-	if a.finished || a.lease == nil {
+	switch a.state {
+	case stIdle, stReleased, stClosed:
 		return
 	}
-	a.finished = true
+	a.to(stReleased)
 	a.stopWatching()
 	if a.events != nil {
 		a.hold.End()
@@ -608,7 +419,7 @@ func (a *Attempt) close() {
 	if a.buf != nil {
 		bodyBufs.Put(a.buf)
 	}
-	a.w.release(a.lease)
+	a.r.release(a.lease)
 }
 
 func (a *Attempt) stopWatching() {
@@ -618,11 +429,14 @@ func (a *Attempt) stopWatching() {
 	}
 }
 
-// reset readies the attempt for candidate i's try.
+// reset readies the attempt, holding candidate i's slots, for its try: idle
+// or closed to admitted.
 func (a *Attempt) reset(i int, lease *admission.Lease, admitted time.Time) {
-	w, tail, held, out := a.w, a.tail[:0], a.held[:0], a.out[:0]
-	// The call was built before admission (Runner.build): it stays.
-	*a = Attempt{w: w, i: i, lease: lease, admitted: admitted, tail: tail, held: held, out: out, call: a.call, clen: -1}
+	a.to(stAdmitted)
+	r, req, tail, held, out := a.r, a.req, a.tail[:0], a.held[:0], a.out[:0]
+	// The call was built before admission (walk.build): it stays.
+	*a = Attempt{r: r, req: req, i: i, state: stAdmitted, lease: lease, admitted: admitted,
+		tail: tail, held: held, out: out, call: a.call, clen: -1}
 }
 
 // cause replaces a bare cancellation error with why the context ended: a

@@ -79,8 +79,8 @@ func (w *walk) runHedged(ctx context.Context) (committed bool) {
 	if i := w.coolest(); i >= 0 {
 		w.probe = w.req.Candidates[i].Target.Health.Force()
 		if w.attempt(ctx, i) {
-			if w.att.committed() {
-				w.winner = &w.att
+			if w.att.state.committed() {
+				w.commit(&w.att)
 			}
 			return w.winner != nil
 		}
@@ -131,7 +131,7 @@ func (h *hedging) launch(hedge bool) bool {
 func (h *hedging) start(i int, hedge bool) {
 	w := h.w
 	actx, cancel := context.WithCancelCause(h.ctx)
-	f := &flight{a: &Attempt{w: w, i: i, release: cancel}, cancel: cancel, hedge: hedge}
+	f := &flight{a: &Attempt{r: w.r, req: w.req, i: i, release: cancel}, cancel: cancel, hedge: hedge}
 	if err := w.build(f.a, i); err != nil {
 		// Built on this goroutine (the exchange is not shared); a refusal
 		// lands at once, without an attempt.
@@ -159,7 +159,7 @@ func (h *hedging) fly(ctx context.Context, f *flight, probe bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			l.panicked = v
-			f.a.close() // its slots, if it had them; the walk re-raises the panic
+			f.a.abort() // its slots, if it had them; the walk re-raises the panic
 		}
 		h.hand(l)
 	}()
@@ -238,13 +238,14 @@ func (h *hedging) land(l landing) (done bool) {
 	} else {
 		w.begun(f.a, l.queued)
 		if l.err == nil {
-			w.winner = f.a
+			w.commit(f.a)
 			h.observe(f, HedgeWon)
 			done = true
 		} else {
 			f.a.close()
 			h.observe(f, HedgeFailed)
-			done = w.end(f.a, l.err)
+			done = w.end(f.a, l.err, false)
+			f.a.to(stClosed)
 		}
 	}
 	h.landing = nil
@@ -260,16 +261,25 @@ func (h *hedging) land(l landing) (done bool) {
 // goroutine is done.
 func (h *hedging) abort() {
 	if a := h.w.winner; a != nil {
-		a.close() // the panic came after it won, before Run returned it
-		a.verdict(health.Verdict{})
+		a.abort() // the panic came after it won, before Run returned it
+	}
+	if f := h.landing; f != nil {
+		f.a.abort()
+		f.cancel(nil)
+	}
+	h.cancelAll()
+}
+
+// settledAfterPanic closes the attempts abort released, once the walk
+// settled the request.
+func (h *hedging) settledAfterPanic() {
+	if a := h.w.winner; a != nil {
+		a.settledAfterPanic()
 	}
 	if f := h.landing; f != nil {
 		h.landing = nil
-		f.a.close()
-		f.cancel(nil)
-		f.a.verdict(health.Verdict{})
+		f.a.settledAfterPanic()
 	}
-	h.cancelAll()
 }
 
 // cancelAll ends every flight still running, without waiting for any:
@@ -308,6 +318,9 @@ func (h *hedging) lost(l landing) {
 	row := &rec
 	now := w.r.now()
 	if l.admitErr == nil {
+		if a.state.live() {
+			a.to(stLost)
+		}
 		a.close()
 		row.StartedAt = a.admitted
 	} else {
@@ -323,6 +336,9 @@ func (h *hedging) lost(l landing) {
 		h.record(i, row, report.CandidateFailed, 500, report.ErrorTypeInternal, "gateway panic")
 	default:
 		h.record(i, row, report.CandidateCancelled, 499, report.ErrorTypeHedgeLost, ErrHedgeLost.Error())
+	}
+	if a.state == stReleased {
+		a.to(stClosed)
 	}
 	h.observe(l.f, HedgeLost)
 }

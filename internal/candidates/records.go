@@ -35,8 +35,8 @@ func (w *walk) finishRequest() {
 	out := &w.out
 	now := w.r.now()
 	out.Tried = w.tried
-	if !w.sent.IsZero() {
-		out.FirstByte = w.sent.Sub(w.req.Received)
+	if !w.sentAt.IsZero() {
+		out.FirstByte = w.sentAt.Sub(w.req.Received)
 	}
 	rec := report.Request{
 		ID: w.req.ID, ClientRequestID: w.req.ClientRequestID, CreatedAt: w.req.Received,
@@ -57,6 +57,28 @@ func (w *walk) finishRequest() {
 		w.r.Observe.Enqueued(w.r.now().Sub(now))
 		w.r.Observe.RequestDone(w.req.Model, w.req.Route.String(), out.Status, out.StatusCode, rec.Latency)
 	}
+}
+
+// sent records that the committed attempt's first bytes reached the client
+// (settler): a stream's candidate is streaming from now on.
+func (w *walk) sent(a *Attempt) {
+	w.sentAt = w.r.now()
+	if a.Stream() {
+		row := &w.rows[a.i]
+		row.Status, row.FirstByte = report.CandidateStreaming, a.fb
+		w.r.Record.RecordCandidate(*row)
+	}
+}
+
+// ended settles the committed attempt's row and the request's once its
+// relay ended (settler).
+func (w *walk) ended(a *Attempt, err error) *Outcome {
+	w.end(a, err, true)
+	if relayedError(err) {
+		w.out.ErrorSent = true
+	}
+	w.finishRequest()
+	return &w.out
 }
 
 func (w *walk) settle(i int, status string, code int, errorType, msg string) {
