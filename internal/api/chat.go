@@ -21,10 +21,10 @@ const (
 // apiHandler serves one client route: POST /v1/chat/completions,
 // /v1/messages, /v1/embeddings or /v1/responses. The routes share every
 // step; only the body's required fields, the provider formats that can
-// serve them and the shape of errors differ. It is a type rather than a
-// method value, which would add a wrapper frame to every stream's stack, and
-// it stays on the stack while a stream is relayed, so the checks and planning
-// that come before live in prepare, whose frame is gone by then.
+// serve them and the shape of errors differ, so the route is the handler's
+// one field. Its frame is under a stream for the stream's whole life: the
+// checks and planning that come first live in prepare, which has returned by
+// then (docs/architecture.md, "Stack budget of a stream").
 type apiHandler struct {
 	s     *Server
 	route upstream.Route

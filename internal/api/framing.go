@@ -12,11 +12,7 @@ import "net/http"
 // cannot be told apart here: every chunked request closes its connection
 // after its answer (net/http closes after a response that says
 // Connection: close). JSON clients send a Content-Length; one that streams
-// its body pays a new connection per request. Like nosniff, it runs in
-// Server.ServeHTTP before any handler, so it keeps no frame on a stream's
-// stack.
-//
-//go:noinline
+// its body pays a new connection per request.
 func closeChunked(w http.ResponseWriter, r *http.Request) {
 	if len(r.TransferEncoding) > 0 && r.ProtoMajor == 1 {
 		w.Header()["Connection"] = connectionClose

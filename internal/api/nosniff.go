@@ -9,10 +9,5 @@ var nosniffValue = []string{"nosniff"}
 
 // nosniff marks an answer X-Content-Type-Options: nosniff. The API answers
 // JSON or SSE, the console lives on the same origin, and a browser must
-// never read a relayed provider body as a page of the gateway's. It runs
-// for every request in Server.ServeHTTP, before any handler, and has
-// returned by the time a stream is relayed: as a middleware it would keep
-// two frames on every stream's stack for its whole life.
-//
-//go:noinline
+// never read a relayed provider body as a page of the gateway's.
 func nosniff(h http.Header) { h["X-Content-Type-Options"] = nosniffValue }

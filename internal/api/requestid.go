@@ -23,10 +23,7 @@ func withRequestID(next http.Handler) http.Handler {
 	})
 }
 
-// identify sets the request's ID on the response and in the context. Not
-// inlined, so its temporaries are not on the stack for a stream's life.
-//
-//go:noinline
+// identify sets the request's ID on the response and in the context.
 func identify(w http.ResponseWriter, r *http.Request) *http.Request {
 	id, err := uuid.NewV7()
 	if err != nil {

@@ -124,12 +124,10 @@ func (s *Server) Routing() *Routing { return s.routing.Load() }
 type Server struct {
 	opts     Options
 	router   chi.Router
-	chat     http.Handler                     // chat completions with the middlewares, dispatched before the router
-	others   [upstream.NumRoutes]http.Handler // the other API routes, likewise
-	routing  atomic.Pointer[Routing]          // what a routes reload swaps; read once per request
-	notReady atomic.Bool                      // /readyz fails (shutdown began)
-	draining atomic.Bool                      // new chat requests get 503
-	hardStop context.Context                  // parent of every request context; cancelled with candidates.ErrShutdown when the grace ends
+	routing  atomic.Pointer[Routing] // what a routes reload swaps; read once per request
+	notReady atomic.Bool             // /readyz fails (shutdown began)
+	draining atomic.Bool             // new chat requests get 503
+	hardStop context.Context         // parent of every request context; cancelled with candidates.ErrShutdown when the grace ends
 	stopAll  context.CancelCauseFunc
 	access   *accessLog // nil when off
 }
@@ -150,12 +148,7 @@ func New(opts Options) *Server {
 	}
 
 	r := chi.NewRouter()
-	middlewares := []func(http.Handler) http.Handler{withRequestID, recoverer(opts.Logger, opts.Observe.Panic)}
-	r.Use(middlewares...)
-	s.chat = chain(middlewares, apiHandler{s, upstream.RouteChat})
-	for _, rt := range []upstream.Route{upstream.RouteMessages, upstream.RouteEmbeddings, upstream.RouteResponses} {
-		s.others[rt] = chain(middlewares, apiHandler{s, rt})
-	}
+	r.Use(withRequestID, recoverer(opts.Logger, opts.Observe.Panic))
 	// Under /v1/messages the clients are Anthropic SDKs: they read only
 	// Anthropic-shaped errors.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -165,10 +158,7 @@ func New(opts Options) *Server {
 		writeRouteError(w, r, pathRoute(r.URL.Path), http.StatusMethodNotAllowed, typeInvalidRequest, codeMethodNotAllowed, "", "method "+r.Method+" not allowed on "+r.URL.Path)
 	})
 	r.Post(countTokensPath, s.messagesCountTokens)
-	// ServeHTTP takes every POST here; the routes make chi answer 405 to
-	// the other methods on the paths.
-	r.Method(http.MethodPost, chatPath, apiHandler{s, upstream.RouteChat})
-	for rt := upstream.RouteMessages; rt < upstream.NumRoutes; rt++ {
+	for rt := range upstream.NumRoutes {
 		r.Method(http.MethodPost, apiPaths[rt], apiHandler{s, rt})
 	}
 	r.Get("/v1/models", s.listModels)
@@ -210,53 +200,20 @@ func (s *Server) SetTestHook(f func(point string)) {
 	s.opts.Runner.TestHook = f
 }
 
-// ServeHTTP implements http.Handler. Chat completions, nearly all of the
-// traffic, go straight to their handler, wrapped in the same middlewares;
-// everything else is routed by chi. Skipping the router saves its request
-// copy per request and, more to the point, about 450 bytes of stack: a
-// streaming handler's deepest moment (the first flush, in net/http) then
-// fits in an 8 KiB goroutine stack instead of 16 KiB, 16 MiB less with 2,000
-// streams open. Every answer, on any route, is marked nosniff and closes a
-// chunked request's connection first (nosniff, closeChunked): calls that
-// return before dispatch, where middlewares would keep about 100 bytes of
-// frames each on a stream's stack.
+// ServeHTTP implements http.Handler. Every answer, on any route and chi's
+// own 404 and 405 included, is marked nosniff and closes a chunked
+// request's connection (nosniff, closeChunked), so both are set here, before
+// routing, rather than in each route's middlewares.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	nosniff(w.Header())
 	closeChunked(w, r)
-	if r.Method == http.MethodPost && r.URL.RawPath == "" {
-		if r.URL.Path == chatPath {
-			s.chat.ServeHTTP(w, r)
-			return
-		}
-		if rt := otherRoute(r.URL.Path); rt != upstream.RouteChat {
-			s.others[rt].ServeHTTP(w, r)
-			return
-		}
-	}
 	s.router.ServeHTTP(w, r)
 }
 
-// chatPath is the route ServeHTTP tests first.
-const chatPath = "/v1/chat/completions"
-
-// apiPaths are the other client routes' paths.
+// apiPaths are the client routes' paths.
 var apiPaths = [upstream.NumRoutes]string{
-	upstream.RouteChat: chatPath, upstream.RouteMessages: "/v1/messages",
+	upstream.RouteChat: "/v1/chat/completions", upstream.RouteMessages: "/v1/messages",
 	upstream.RouteEmbeddings: "/v1/embeddings", upstream.RouteResponses: "/v1/responses",
-}
-
-// otherRoute is the client route of an API path other than chat's, or
-// RouteChat for a path that is none.
-func otherRoute(path string) upstream.Route {
-	switch path {
-	case "/v1/messages":
-		return upstream.RouteMessages
-	case "/v1/embeddings":
-		return upstream.RouteEmbeddings
-	case "/v1/responses":
-		return upstream.RouteResponses
-	}
-	return upstream.RouteChat
 }
 
 // pathRoute is the client route whose error shape a path's errors take:
@@ -266,14 +223,6 @@ func pathRoute(path string) upstream.Route {
 		return upstream.RouteMessages
 	}
 	return upstream.RouteChat
-}
-
-// chain wraps h in middlewares, the first outermost, as chi's Use does.
-func chain(middlewares []func(http.Handler) http.Handler, h http.Handler) http.Handler {
-	for i := len(middlewares) - 1; i >= 0; i-- {
-		h = middlewares[i](h)
-	}
-	return h
 }
 
 // MarkNotReady makes /readyz fail so load balancers stop sending traffic;
