@@ -53,7 +53,7 @@ func NewClient(opts ClientOptions) *Client {
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			conn, err := d.DialContext(ctx, network, addr)
 			if err != nil {
-				return nil, &ConnectError{Provider: opts.Provider, Err: err}
+				return nil, &ConnectError{Provider: opts.Provider, Err: err, Dial: true}
 			}
 			return conn, nil
 		},
@@ -128,6 +128,13 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 			h[k] = vv
 		}
 	}
+	if _, set := h["Idempotency-Key"]; !set {
+		// Marks the request replayable without sending the header: a
+		// connection from the pool that the provider closed before any
+		// byte of an answer is retried once on a new one by the transport,
+		// instead of failing the attempt over (net/http's documented rule).
+		h["Idempotency-Key"] = nil
+	}
 	h.Set("Content-Type", "application/json")
 	if call.Stream {
 		h.Set("Accept", "text/event-stream")
@@ -148,7 +155,7 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 		}
 		// Connection-level failures after the dial (reset, closed before a
 		// response, TLS) are the provider's trouble just like a refused dial.
-		return nil, &ConnectError{Provider: c.provider, Err: err}
+		return nil, &ConnectError{Provider: c.provider, Err: err, Dial: dialFailure(err)}
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		if !call.Stream && !jsonContentType(resp.Header.Get("Content-Type")) {
@@ -169,6 +176,9 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 		Body:       body,
 
 		ClientChosen: chosen,
+	}
+	if se.Code == http.StatusTooManyRequests {
+		se.KeyWide = keyWide(resp.Header, body)
 	}
 	CopyResponseHeaders(se.Header, resp.Header)
 	return nil, se

@@ -14,6 +14,10 @@ import (
 type ConnectError struct {
 	Provider string
 	Err      error
+	// Dial: the provider was not reached at all (DNS, a refused or timed
+	// out dial, a TLS handshake), so every model behind it fails the same.
+	// False for a connection that broke after it was made (a reset).
+	Dial bool
 }
 
 func (e *ConnectError) Error() string { return fmt.Sprintf("connect to %s: %v", e.Provider, e.Err) }
@@ -30,6 +34,9 @@ type StatusError struct {
 	// (a beta flag, a header the routes file's forward_headers allows), so
 	// a key-scoped refusal may be the header's doing rather than the key's.
 	ClientChosen bool
+	// KeyWide: a 429 that speaks for the whole key (keyWide), not for
+	// one model.
+	KeyWide bool
 }
 
 func (e *StatusError) Error() string { return fmt.Sprintf("upstream answered %d", e.Code) }
