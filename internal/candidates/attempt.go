@@ -83,7 +83,7 @@ func (a *Attempt) open(parent context.Context) error {
 	}
 	a.ctx, a.watch = watchdog.Start(parent, r.clock(), firstByte, idle)
 	a.watch.Limit(prov.Total, upstream.ErrTotalTimeout)
-	if h := c.Target.Health; h != nil && req.Stream {
+	if h := c.Health; h != nil && req.Stream {
 		// Others may find the target failing while this attempt waits for
 		// its first event: it then fails over at once rather than wait
 		// out its own timeout.
@@ -361,7 +361,7 @@ func (a *Attempt) readError(err error) error {
 func (a *Attempt) verdict(v health.Verdict) {
 	probe := a.probe
 	a.probe = false
-	if h := a.req.Candidates[a.i].Target.Health; h != nil {
+	if h := a.req.Candidates[a.i].Health; h != nil {
 		h.Done(v, probe)
 	}
 }

@@ -14,19 +14,43 @@ import (
 	"github.com/llmgw/gateway/internal/watchdog"
 )
 
-// Scope is whom a failure is blamed on.
+// Scope is whom a failure is blamed on: which later candidates of the
+// request it skips, and how far it reaches in health.
 type Scope uint8
 
 const (
 	// ScopeNone: nobody upstream (the client, the gateway, a full gate).
 	ScopeNone Scope = iota
-	// ScopeKey: the target's key (401, 403, 429, ...); the provider's other
-	// keys remain worth trying.
+	// ScopeEntry: this key's use of this model (a 429 without a key-wide
+	// signal: each key has its own per-model limits): nothing else is
+	// skipped; in health it counts for this (target, model) alone.
+	ScopeEntry
+	// ScopeKey: the target's key (401, 402, 403, a 429 with a key-wide
+	// signal): the provider's other keys remain worth trying; in health it
+	// counts for every model of the key.
 	ScopeKey
-	// ScopeProvider: the provider itself (connect error, timeout, 5xx, ...);
-	// its other keys would meet the same trouble.
-	ScopeProvider
+	// ScopeModel: the upstream model on this provider (5xx, 529, a
+	// timeout, a cut or broken stream, 404): later candidates
+	// of the same provider and model are skipped, the provider's other
+	// models are still tried; in health it counts for this (target, model)
+	// alone.
+	ScopeModel
+	// ScopeTransport: the provider cannot be reached (DNS, refused, TLS):
+	// every later candidate of the provider is skipped, and it counts for
+	// every (target, model) of the provider.
+	ScopeTransport
 )
+
+// healthScope is how far a counted failure of scope s reaches in health.
+func (s Scope) healthScope() health.Scope {
+	switch s {
+	case ScopeKey:
+		return health.ScopeKey
+	case ScopeTransport:
+		return health.ScopeProvider
+	}
+	return health.ScopeModel
+}
 
 // Failure is what one failed attempt means. Classify is the only place these
 // rules live: the attempt loop (failover, the request's outcome), the
@@ -123,17 +147,21 @@ func Classify(err error, committed bool, ended error) Failure {
 	case errors.As(err, &se):
 		return statusFailure(se)
 	case errors.As(err, &ce):
-		return providerFailure(http.StatusBadGateway, report.ErrorTypeUpstreamConnect, err.Error(), false, "")
+		f := providerFailure(http.StatusBadGateway, report.ErrorTypeUpstreamConnect, err.Error(), false, "")
+		if ce.Dial {
+			f.Scope = ScopeTransport // no model behind it was reached
+		}
+		return f
 	default: // *upstream.ProtocolError, and anything unforeseen from a provider
 		return providerFailure(http.StatusBadGateway, report.ErrorTypeUpstreamProtocol, err.Error(), false, "")
 	}
 }
 
-// Verdict is what the failure tells the target's health. Retry-After cools
-// at once only where the health contract honours it: a 429 (the key) and a
-// 503 (the provider).
+// Verdict is what the failure tells the (target, model)'s health.
+// Retry-After cools at once only where the health contract honours it: a
+// 429 and a 503.
 func (f Failure) Verdict() health.Verdict {
-	v := health.Verdict{Counts: f.Health, ProviderScoped: f.Scope == ScopeProvider, Auth: f.Auth,
+	v := health.Verdict{Counts: f.Health, Scope: f.Scope.healthScope(), Auth: f.Auth,
 		ErrorType: f.ErrorType, Status: f.Code}
 	if f.Health && (f.Code == http.StatusTooManyRequests || f.Code == http.StatusServiceUnavailable) {
 		v.RetryAfter = f.RetryAfter
@@ -212,25 +240,38 @@ func admissionFailure(err error) Failure {
 	}
 }
 
-// statusFailure classifies a non-2xx answer (DESIGN section 4): client
-// faults are relayed; everything else fails over, blamed on the key for
-// 401/402/403/429 and on the provider otherwise. Health counts what the
-// health contract names: 408 and 5xx for the provider, 401/403/429 for the
-// key; a 404 (the provider lacks the model) or a 402 fails over without
-// cooling anything. A key-scoped refusal of a request that carried a header
-// value the client chose (ClientChosen) fails over without counting: the
-// key is shared by every client, and one client's header must not cool it
-// for all of them.
+// statusFailure classifies a non-2xx answer: client faults are relayed; a
+// refusal of the request's size (context length, 413) fails over without
+// counting; everything else fails over. Scopes: the key for 401/402/403
+// and a key-wide 429, this (key, model) alone for a plain 429, the model
+// for the rest (5xx, 529, 404).
+// Health counts 408 and 5xx, 401/403 and 429; a 404 (the provider lacks
+// the model) or a 402 fails over without cooling anything. A key-scoped
+// refusal of a request that carried a header value the client chose
+// (ClientChosen) fails over without counting: the key is shared by every
+// client, and one client's header must not cool it for all of them.
 func statusFailure(se *upstream.StatusError) Failure {
 	f := Failure{Status: report.CandidateFailed, Code: se.Code, ErrorType: report.ErrorTypeUpstreamHTTP,
-		Message: string(se.Body), Failover: true, Scope: ScopeProvider}
+		Message: string(se.Body), Failover: true, Scope: ScopeModel}
+	if se.ContextLength() {
+		// Another model may have the larger window; the same model on
+		// another key would refuse it too. If no candidate is left the
+		// client gets this answer (walk.exhausted).
+		f.ErrorType, f.Relay = ErrorTypeContextLength, se
+		return f
+	}
 	if se.ClientFault() {
 		f.Failover, f.Scope = false, ScopeNone
 		f.RequestStatus, f.RequestCode, f.Relay = report.RequestFailed, se.Code, se
 		return f
 	}
-	if se.KeyScoped() {
+	switch {
+	case se.Code == http.StatusUnauthorized || se.Code == http.StatusPaymentRequired || se.Code == http.StatusForbidden:
 		f.Scope = ScopeKey
+	case se.Code == http.StatusTooManyRequests && se.KeyWide:
+		f.Scope = ScopeKey
+	case se.Code == http.StatusTooManyRequests:
+		f.Scope = ScopeEntry
 	}
 	switch {
 	case se.Code == http.StatusTooManyRequests:
@@ -248,9 +289,17 @@ func statusFailure(se *upstream.StatusError) Failure {
 	return f
 }
 
+// ErrorTypeContextLength is the error_type of a candidate that refused the
+// request for its size (the prompt exceeds the model's context window, or
+// the body the provider's limit): the walk fails over to a candidate that
+// may take it.
+const ErrorTypeContextLength = "context_length_exceeded"
+
+// providerFailure is a failure of the provider's answer (a timeout, a
+// broken stream, a malformed body): the model's, like a 5xx.
 func providerFailure(code int, errorType, msg string, timeout bool, watchdog string) Failure {
 	return Failure{Status: report.CandidateFailed, Code: code, ErrorType: errorType, Message: msg,
-		Scope: ScopeProvider, Health: true, Failover: true, Timeout: timeout, Watchdog: watchdog}
+		Scope: ScopeModel, Health: true, Failover: true, Timeout: timeout, Watchdog: watchdog}
 }
 
 // deadlineFailure ends a request whose deadline passed: no other candidate

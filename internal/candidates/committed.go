@@ -71,7 +71,7 @@ func (a *Attempt) Sent() {
 	a.s.sent(a)
 	// The target answered: that is the success health counts, even if a
 	// long stream breaks later (failures after commit never count).
-	if h := a.req.Candidates[a.i].Target.Health; h != nil {
+	if h := a.req.Candidates[a.i].Health; h != nil {
 		h.FirstByte(a.fb)
 	}
 	a.verdict(health.Verdict{Success: true})

@@ -75,10 +75,11 @@ models:
 
 // healthRig is a planner and runner sharing one health tracker on a fake clock.
 type healthRig struct {
-	clock *fakeClock
-	plan  *Planner
-	run   *Runner
-	sched *admission.Scheduler
+	clock   *fakeClock
+	tracker *health.Tracker
+	plan    *Planner
+	run     *Runner
+	sched   *admission.Scheduler
 }
 
 func newHealthRig(t *testing.T, src string) *healthRig {
@@ -89,14 +90,31 @@ func newHealthRig(t *testing.T, src string) *healthRig {
 	}
 	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
 	seed := uint64(1)
-	p, err := NewPlanner(r, PlannerOptions{Seed: &seed, Health: health.NewTracker(clock, nil)})
+	tracker := health.NewTracker(clock, nil)
+	p, err := NewPlanner(r, PlannerOptions{Seed: &seed, Health: tracker})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sched := admission.New(admission.Config{GlobalLimit: 8})
 	t.Cleanup(func() { _ = sched.Close(context.Background()) })
-	return &healthRig{clock: clock, plan: p, sched: sched,
+	return &healthRig{clock: clock, tracker: tracker, plan: p, sched: sched,
 		run: &Runner{Admit: sched, Record: &ledger{cands: map[int]report.Candidate{}}, Clock: clock}}
+}
+
+// entry returns the health of provider's first key for route m's model.
+func (h *healthRig) entry(t *testing.T, provider string) *health.Entry {
+	t.Helper()
+	plan, err := h.plan.Plan("m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range plan {
+		if c.Provider().Name == provider {
+			return c.Health
+		}
+	}
+	t.Fatalf("no candidate of %s", provider)
+	return nil
 }
 
 // do runs one request and returns its candidate rows as status(/skip reason).
@@ -190,12 +208,8 @@ models:
     strategy: least_latency
     candidates: [ { provider: slow }, { provider: fast }, { provider: new }, { provider: backup, priority: 1 } ]
 `)
-	byName := map[string]*Provider{}
-	for _, p := range h.plan.Providers() {
-		byName[p.Name] = p
-	}
-	byName["slow"].Targets[0].Health.FirstByte(50 * time.Millisecond)
-	byName["fast"].Targets[0].Health.FirstByte(5 * time.Millisecond)
+	h.entry(t, "slow").FirstByte(50 * time.Millisecond)
+	h.entry(t, "fast").FirstByte(5 * time.Millisecond)
 	for range 20 {
 		plan, _ := h.plan.Plan("m")
 		var got []string
@@ -213,8 +227,8 @@ models:
 	// A target passed over gets no samples; once its EWMA is stale it is
 	// tried again as if unmeasured, so one slow answer cannot bench it.
 	h.clock.advance(health.LatencyStaleAfter + time.Second)
-	byName["fast"].Targets[0].Health.FirstByte(5 * time.Millisecond)
-	byName["new"].Targets[0].Health.FirstByte(7 * time.Millisecond)
+	h.entry(t, "fast").FirstByte(5 * time.Millisecond)
+	h.entry(t, "new").FirstByte(7 * time.Millisecond)
 	plan, _ := h.plan.Plan("m")
 	if got := plan[0].Provider().Name; got != "slow" {
 		t.Fatalf("first after slow's EWMA went stale: %s, want slow", got)

@@ -77,7 +77,7 @@ func (w *walk) runHedged(ctx context.Context) (committed bool) {
 	}
 	// Nothing left to start: the sequential walk's end applies.
 	if i := w.coolest(); i >= 0 {
-		w.probe = w.req.Candidates[i].Target.Health.Force()
+		w.probe = w.req.Candidates[i].Health.Force()
 		if w.attempt(ctx, i) {
 			if w.att.state.committed() {
 				w.commit(&w.att)
@@ -384,7 +384,7 @@ func (h *hedging) arm(i int) {
 	hc := h.w.req.Hedge
 	d := hc.After
 	if hc.Quantile > 0 {
-		q, ok := h.w.req.Candidates[i].Target.Health.Quantile(hc.Quantile)
+		q, ok := h.w.req.Candidates[i].Health.Quantile(hc.Quantile)
 		if !ok {
 			return
 		}

@@ -28,6 +28,7 @@ type slowStream struct {
 	gate      chan struct{}
 	fail      error
 	cancelled atomic.Int32
+	reading   chan struct{} // if set, closed when the body's first read begins
 }
 
 func (s *slowStream) Send(ctx context.Context, _ *upstream.Call) (*http.Response, error) {
@@ -48,6 +49,9 @@ type ctxBody struct {
 func (b *ctxBody) Read(p []byte) (int, error) {
 	if !b.started {
 		b.started = true
+		if b.s.reading != nil {
+			close(b.s.reading)
+		}
 		var after <-chan time.Time // nil, so never, when the gate decides
 		if b.s.gate == nil {
 			after = time.After(b.s.delay)
@@ -177,10 +181,16 @@ const hedgeAfter = 50 * time.Millisecond // hedgeRoutes' delay
 func TestHedging(t *testing.T) {
 	t.Run("hedge wins", func(t *testing.T) {
 		h, clock := newHedgeRig(t, hedgeRoutes)
-		slow := &slowStream{gate: make(chan struct{})} // never opened: it answers only by being cancelled
+		// never opened: it answers only by being cancelled
+		slow := &slowStream{gate: make(chan struct{}), reading: make(chan struct{})}
 		fast := callSignal(&slowStream{})
 		c := startHedged(t, h, slow, fast)
 		clock.waitArmed(t, hedgeAfter)
+		select { // the primary waits for its first event before the clock moves
+		case <-slow.reading:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the primary's body was never read")
+		}
 		clock.advance(hedgeAfter - time.Millisecond)
 		if clock.armed(hedgeAfter) != 1 || c.returned() {
 			t.Fatalf("before the delay: hedge timer armed %d, Run returned %v; want the hedge still to come",
@@ -200,7 +210,7 @@ func TestHedging(t *testing.T) {
 			t.Fatalf("rows %v", rows)
 		}
 		if slow.cancelled.Load() != 1 {
-			t.Fatal("the losing attempt's upstream request was not cancelled")
+			t.Fatalf("the losing attempt's upstream request was not cancelled: %d", slow.cancelled.Load())
 		}
 	})
 	t.Run("primary wins before the hedge delay", func(t *testing.T) {

@@ -32,14 +32,15 @@ import (
 type walk struct {
 	r          *Runner
 	req        *Request
-	ctx        context.Context    // the request's
-	cancel     context.CancelFunc // releases the deadline's context, if any
-	att        Attempt            // the attempt in flight, when attempts run one after another
-	winner     *Attempt           // the attempt that committed
-	hedge      *hedging           // a hedged walk's flights, for a panic to release
-	rows       []report.Candidate // current record of each candidate
-	retryable  bool               // every failure so far was admission or 429
-	timedOut   bool               // the last failure was a timeout (not admission)
+	ctx        context.Context       // the request's
+	cancel     context.CancelFunc    // releases the deadline's context, if any
+	att        Attempt               // the attempt in flight, when attempts run one after another
+	winner     *Attempt              // the attempt that committed
+	hedge      *hedging              // a hedged walk's flights, for a panic to release
+	rows       []report.Candidate    // current record of each candidate
+	retryable  bool                  // every failure so far was admission or 429
+	timedOut   bool                  // the last failure was a timeout (not admission)
+	tooLong    *upstream.StatusError // the last failure was a refusal of the request's size: the client's answer if none is left
 	failed     int
 	retryAfter time.Duration
 	current    int                    // candidate being attempted, -1 before the first
@@ -118,7 +119,7 @@ func (w *walk) run(ctx context.Context) (committed bool) {
 			w.stopGone(ctx, i)
 			return false
 		}
-		w.probe = w.req.Candidates[i].Target.Health.Force()
+		w.probe = w.req.Candidates[i].Health.Force()
 		if w.attempt(ctx, i) {
 			return w.att.state.committed()
 		}
@@ -281,14 +282,16 @@ func (w *walk) apply(i int, f Failure, committed bool) (done bool) {
 			Code: f.ReplyCode, Message: f.Reply, Committed: committed, Relay: f.Relay, RetryAfter: f.RetryAfter})
 	}
 	w.timedOut = f.Timeout
+	w.tooLong = nil
+	if f.ErrorType == ErrorTypeContextLength {
+		w.tooLong = f.Relay
+	}
 	if f.Capacity {
 		w.noteRetryAfter(f.RetryAfter)
 	} else {
 		w.retryable = false
 	}
-	if f.Scope == ScopeProvider {
-		w.skipProvider(i)
-	}
+	w.skipScope(i, f.Scope)
 	return false
 }
 

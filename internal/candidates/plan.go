@@ -69,7 +69,6 @@ type Target struct {
 	Provider *Provider
 	KeyID    string // non-secret label: key index and short fingerprint
 	Key      secret.String
-	Health   *health.Target
 }
 
 // Candidate is one planned attempt: a target and the upstream model.
@@ -79,6 +78,9 @@ type Candidate struct {
 	Route  string // the model name the client asked for
 	Target *Target
 	Model  string
+	// Health is the (target, model)'s: providers fail and rate-limit per
+	// model, so each model of a key cools on its own.
+	Health *health.Entry
 }
 
 // Provider returns the candidate's provider.
@@ -89,8 +91,9 @@ type entry struct {
 	provider *Provider
 	model    string
 	weight   int
-	ids      []string      // candidate ID per key index
-	rotation atomic.Uint64 // which key goes first; advances per request
+	ids      []string        // candidate ID per key index
+	health   []*health.Entry // the (target, model)'s health per key index
+	rotation atomic.Uint64   // which key goes first; advances per request
 }
 
 type route struct {
@@ -166,6 +169,7 @@ func NewPlanner(r *routes.Routes, opts PlannerOptions) (*Planner, error) {
 			e := &entry{provider: prov, model: ec.Model, weight: ec.Weight}
 			for _, t := range prov.Targets {
 				e.ids = append(e.ids, prov.Name+"/"+t.KeyID+"/"+ec.Model)
+				e.health = append(e.health, p.health.Add(prov.Name, t.ID, t.KeyID, ec.Model, prov.Health))
 			}
 			if _, ok := byPrio[ec.Priority]; !ok {
 				prios = append(prios, ec.Priority)
@@ -216,7 +220,7 @@ func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider,
 		QueueBudget:    orDefault(time.Duration(pc.QueueBudget), opts.DefaultQueueBudget),
 		ConnectTimeout: orDefault(time.Duration(pc.Timeouts.Connect), routes.DefaultConnectTimeout),
 		FirstByte:      orDefault(time.Duration(pc.Timeouts.FirstByte), opts.DefaultFirstByte),
-		Idle:           time.Duration(pc.Timeouts.Idle),
+		Idle:           pc.Timeouts.IdleTimeout(),
 		Total:          orDefault(time.Duration(pc.Timeouts.Total), routes.DefaultTotalTimeout),
 		CommitEvents:   max(pc.StreamCommit.Events, 1),
 		CommitWithin:   time.Duration(pc.StreamCommit.Within),
@@ -243,7 +247,6 @@ func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider,
 		}
 		id := sha256.Sum256([]byte(prov.Name + "\x00" + origin + "\x00" + hex.EncodeToString(fp[:])))
 		t := &Target{ID: hex.EncodeToString(id[:8]), Provider: prov, KeyID: keyID, Key: k}
-		t.Health = opts.Health.Add(prov.Name, t.ID, keyID, prov.Health)
 		prov.Targets = append(prov.Targets, t)
 	}
 	return prov, nil
@@ -267,6 +270,24 @@ func orDefault(v, def time.Duration) time.Duration {
 		return v
 	}
 	return def
+}
+
+// HealthKeys is the set of the health entries the planner plans, by
+// health.Entry.Key: what a reload keeps of the health it shares.
+func (p *Planner) HealthKeys() map[string]bool {
+	keys := map[string]bool{}
+	for _, rt := range p.routes {
+		for _, tiers := range rt.tiers {
+			for _, tier := range tiers {
+				for _, e := range tier {
+					for _, h := range e.health {
+						keys[h.Key()] = true
+					}
+				}
+			}
+		}
+	}
+	return keys
 }
 
 // Models lists the configured model names in file order.
@@ -336,6 +357,7 @@ func (p *Planner) plan(rt *route, cr upstream.Route) []Candidate {
 					Route:  rt.name,
 					Target: e.provider.Targets[ki],
 					Model:  e.model,
+					Health: e.health[ki],
 				})
 			}
 		}
@@ -349,7 +371,7 @@ func (p *Planner) plan(rt *route, cr upstream.Route) []Candidate {
 	return out
 }
 
-// byLatency orders one tier's candidates by their target's first-byte
+// byLatency orders one tier's candidates by their (target, model)'s first-byte
 // EWMA: targets without recent samples first (so every target gets
 // measured, and one passed over is measured again), then the fastest. The sort is stable over the weighted draw, so weight
 // breaks ties. Tiers are a handful of candidates: insertion sort, no
@@ -362,7 +384,7 @@ func byLatency(cs []Candidate) {
 	var buf [16]key
 	keys := buf[:0]
 	for i := range cs {
-		d, ok := cs[i].Target.Health.CurrentEWMA()
+		d, ok := cs[i].Health.CurrentEWMA()
 		keys = append(keys, key{d, ok})
 	}
 	less := func(a, b key) bool { return !a.ok && b.ok || a.ok && b.ok && a.d < b.d }

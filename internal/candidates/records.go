@@ -97,16 +97,31 @@ func (w *walk) settle(i int, status string, code int, errorType, msg string) {
 	}
 }
 
-// skipProvider marks the failed candidate's provider as in trouble for this
-// request: its other keys would meet the same outage.
-func (w *walk) skipProvider(i int) {
-	prov := w.req.Candidates[i].Target.Provider
+// skipScope marks the later candidates that candidate i's failure of scope
+// s reaches as skipped for the rest of the request: a transport failure
+// every candidate of the provider (provider_failed), a model's failure
+// those of the same provider and upstream model, on any key
+// (model_failed). A key's failure skips nothing: the provider's other keys
+// remain worth trying.
+func (w *walk) skipScope(i int, s Scope) {
+	c := &w.req.Candidates[i]
+	reason := report.SkipModelFailed
+	switch s {
+	case ScopeTransport:
+		reason = report.SkipProviderFailed
+	case ScopeModel:
+	default:
+		return
+	}
 	for j := i + 1; j < len(w.req.Candidates); j++ {
-		if w.req.Candidates[j].Target.Provider == prov && w.rows[j].Status == report.CandidateAvailable {
-			w.rows[j].Status, w.rows[j].SkipReason = report.CandidateSkipped, report.SkipProviderFailed
-			w.r.Record.RecordCandidate(w.rows[j])
-			w.observeUntried(j)
+		o := &w.req.Candidates[j]
+		if o.Target.Provider != c.Target.Provider || w.rows[j].Status != report.CandidateAvailable ||
+			s == ScopeModel && o.Model != c.Model {
+			continue
 		}
+		w.rows[j].Status, w.rows[j].SkipReason = report.CandidateSkipped, reason
+		w.r.Record.RecordCandidate(w.rows[j])
+		w.observeUntried(j)
 	}
 }
 
@@ -140,6 +155,10 @@ func (w *walk) exhausted() {
 	w.recordSkips()
 	out := Outcome{Status: report.RequestFailed, Code: "candidates_exhausted"}
 	switch {
+	case w.tooLong != nil:
+		// The last candidate refused the request for its size: its answer,
+		// in the client's shape, says what to shorten.
+		out = Outcome{Status: report.RequestFailed, StatusCode: w.tooLong.Code, ErrorType: ErrorTypeContextLength, Relay: w.tooLong}
 	case w.failed > 0 && w.retryable:
 		out.StatusCode = http.StatusTooManyRequests
 		out.RetryAfter = w.retryAfter

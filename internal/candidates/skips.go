@@ -16,7 +16,7 @@ import (
 // an attempt starts or the walk ends: until then the candidate may still be
 // the one tried when every candidate is cooling.
 func (w *walk) cooling(i int) bool {
-	h := w.req.Candidates[i].Target.Health
+	h := w.req.Candidates[i].Health
 	if h == nil {
 		return false
 	}
@@ -73,7 +73,7 @@ func (w *walk) recordSkips() {
 func (w *walk) healthDone(i int, v health.Verdict) {
 	probe := w.probe
 	w.probe = false
-	if h := w.req.Candidates[i].Target.Health; h != nil {
+	if h := w.req.Candidates[i].Health; h != nil {
 		h.Done(v, probe)
 	}
 }

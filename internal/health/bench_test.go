@@ -9,7 +9,7 @@ import (
 // healthy target both must stay an atomic load without allocation.
 
 func BenchmarkCheckHealthy(b *testing.B) {
-	tg := NewTracker(SystemClock{}, nil).Add("p", "t", "k", Settings{})
+	tg := NewTracker(SystemClock{}, nil).Add("p", "t", "k", "", Settings{})
 	b.ReportAllocs()
 	for b.Loop() {
 		if ok, _, _ := tg.Check(); !ok {
@@ -19,7 +19,7 @@ func BenchmarkCheckHealthy(b *testing.B) {
 }
 
 func BenchmarkDoneSuccess(b *testing.B) {
-	tg := NewTracker(SystemClock{}, nil).Add("p", "t", "k", Settings{})
+	tg := NewTracker(SystemClock{}, nil).Add("p", "t", "k", "", Settings{})
 	b.ReportAllocs()
 	for b.Loop() {
 		tg.Done(success, false)
@@ -29,7 +29,7 @@ func BenchmarkDoneSuccess(b *testing.B) {
 // BenchmarkDoneSuccessAfterFailure is the slow path of a success: the
 // target has a failure to forget, so Done takes the target's lock.
 func BenchmarkDoneSuccessAfterFailure(b *testing.B) {
-	tg := NewTracker(SystemClock{}, nil).Add("p", "t", "k", Settings{Failures: 1 << 30})
+	tg := NewTracker(SystemClock{}, nil).Add("p", "t", "k", "", Settings{Failures: 1 << 30})
 	b.ReportAllocs()
 	for b.Loop() {
 		tg.Done(http429, false)
@@ -40,7 +40,7 @@ func BenchmarkDoneSuccessAfterFailure(b *testing.B) {
 // BenchmarkCheckCooling is a skipped candidate: the target's lock and a
 // clock read.
 func BenchmarkCheckCooling(b *testing.B) {
-	tg := NewTracker(SystemClock{}, nil).Add("p", "t", "k", Settings{})
+	tg := NewTracker(SystemClock{}, nil).Add("p", "t", "k", "", Settings{})
 	tg.Done(http429After(time.Minute), false)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -51,7 +51,7 @@ func BenchmarkCheckCooling(b *testing.B) {
 }
 
 func BenchmarkFirstByte(b *testing.B) {
-	tg := NewTracker(SystemClock{}, nil).Add("p", "t", "k", Settings{})
+	tg := NewTracker(SystemClock{}, nil).Add("p", "t", "k", "", Settings{})
 	b.ReportAllocs()
 	for b.Loop() {
 		tg.FirstByte(123 * time.Millisecond)
@@ -61,7 +61,7 @@ func BenchmarkFirstByte(b *testing.B) {
 // BenchmarkParallelCheckDone is many requests on one healthy target at once:
 // nothing shared may serialise them.
 func BenchmarkParallelCheckDone(b *testing.B) {
-	tg := NewTracker(SystemClock{}, nil).Add("p", "t", "k", Settings{})
+	tg := NewTracker(SystemClock{}, nil).Add("p", "t", "k", "", Settings{})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

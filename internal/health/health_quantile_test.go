@@ -10,7 +10,7 @@ import (
 // MinQuantileSamples of them.
 func TestQuantile(t *testing.T) {
 	tr := NewTracker(SystemClock{}, nil)
-	tg := tr.Add("p", "t1", "key0", Settings{})
+	tg := tr.Add("p", "t1", "key0", "", Settings{})
 	for i := 1; i < MinQuantileSamples; i++ {
 		tg.FirstByte(time.Duration(i) * time.Millisecond)
 	}
@@ -33,7 +33,7 @@ func TestQuantile(t *testing.T) {
 // the target turns cooling; a later Cooled is a fresh one.
 func TestCooledSignal(t *testing.T) {
 	tr := NewTracker(SystemClock{}, nil)
-	tg := tr.Add("p", "t1", "key0", Settings{Failures: 2})
+	tg := tr.Add("p", "t1", "key0", "", Settings{Failures: 2})
 	ctx := tg.Cooled()
 	tg.Done(Verdict{Counts: true, ErrorType: "x"}, false)
 	if ctx.Err() != nil {

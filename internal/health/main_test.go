@@ -66,9 +66,9 @@ func (tr Transition) short() string {
 var (
 	success   = Verdict{Success: true}
 	http429   = Verdict{Counts: true, ErrorType: "upstream_http_error", Status: 429}
-	http502   = Verdict{Counts: true, ProviderScoped: true, ErrorType: "upstream_http_error", Status: 502}
-	connErr   = Verdict{Counts: true, ProviderScoped: true, ErrorType: "upstream_connect_error", Status: 502}
-	timeout   = Verdict{Counts: true, ProviderScoped: true, ErrorType: "stream_first_byte_timeout", Status: 504}
+	http502   = Verdict{Counts: true, Scope: ScopeProvider, ErrorType: "upstream_http_error", Status: 502}
+	connErr   = Verdict{Counts: true, Scope: ScopeProvider, ErrorType: "upstream_connect_error", Status: 502}
+	timeout   = Verdict{Counts: true, Scope: ScopeProvider, ErrorType: "stream_first_byte_timeout", Status: 504}
 	http401   = Verdict{Counts: true, Auth: true, ErrorType: "upstream_http_error", Status: 401}
 	http403   = Verdict{Counts: true, Auth: true, ErrorType: "upstream_http_error", Status: 403}
 	http400   = Verdict{ErrorType: "upstream_http_error", Status: 400}
@@ -83,5 +83,5 @@ func http429After(d time.Duration) Verdict {
 }
 
 func http503After(d time.Duration) Verdict {
-	return Verdict{Counts: true, ProviderScoped: true, RetryAfter: d, ErrorType: "upstream_http_error", Status: 503}
+	return Verdict{Counts: true, Scope: ScopeProvider, RetryAfter: d, ErrorType: "upstream_http_error", Status: 503}
 }

@@ -14,7 +14,7 @@ import (
 // while its lease runs. The Tracker's explicit, lazily advanced state
 // machine must agree with it after every operation.
 type mTarget struct {
-	tg       *Target
+	tg       *Entry
 	provider string
 	healthy  bool
 	until    time.Time
@@ -79,7 +79,7 @@ func (mo *model) done(m *mTarget, v Verdict, probe bool, now time.Time) {
 		}
 	case v.Counts:
 		for _, o := range mo.targets {
-			if o == m || v.ProviderScoped && o.provider == m.provider {
+			if o == m || v.Scope == ScopeProvider && o.provider == m.provider {
 				mo.fail(o, v, holder && o == m, now)
 			}
 		}
@@ -146,7 +146,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	mo := &model{s: s}
 	for i, p := range []string{"p", "p", "p", "q", "q", "r"} {
 		id := fmt.Sprintf("t%d", i)
-		mo.targets = append(mo.targets, &mTarget{tg: tr.Add(p, id, fmt.Sprintf("k%d", i), s), provider: p, healthy: true, backoff: s.Cooldown})
+		mo.targets = append(mo.targets, &mTarget{tg: tr.Add(p, id, fmt.Sprintf("k%d", i), "", s), provider: p, healthy: true, backoff: s.Cooldown})
 	}
 	verdicts := []func() Verdict{
 		func() Verdict { return success },

@@ -13,16 +13,16 @@ type harness struct {
 	clock *fakeClock
 	rec   *recorder
 	tr    *Tracker
-	tg    map[string]*Target
+	tg    map[string]*Entry
 	start time.Time
 }
 
 func newHarness(t *testing.T, s Settings) *harness {
-	h := &harness{t: t, clock: newFakeClock(), rec: &recorder{}, tg: map[string]*Target{}}
+	h := &harness{t: t, clock: newFakeClock(), rec: &recorder{}, tg: map[string]*Entry{}}
 	h.start = h.clock.Now()
 	h.tr = NewTracker(h.clock, h.rec.notify)
 	for _, k := range []struct{ provider, key string }{{"p", "a"}, {"p", "b"}, {"q", "c"}} {
-		h.tg[k.key] = h.tr.Add(k.provider, "t-"+k.key, k.key, s)
+		h.tg[k.key] = h.tr.Add(k.provider, "t-"+k.key, k.key, "", s)
 	}
 	return h
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// State is a target's health state.
+// State is an entry's health state.
 type State uint8
 
 // The states of a target. The zero value is Healthy, so the hot path's
@@ -46,9 +46,10 @@ type Settings struct {
 	Failures int
 	// Cooldown is how long a target cools before it is probed; it doubles
 	// after each failed probe, up to MaxCooldown, and returns to Cooldown
-	// when the target is healthy again. Default 10s.
+	// when the target is healthy again. Default 5s.
 	Cooldown time.Duration
-	// MaxCooldown caps the doubled cooldown and any Retry-After. Default 5m.
+	// MaxCooldown caps the doubled cooldown and any Retry-After. Default 30s,
+	// so a recovered target gets traffic back within 30s.
 	MaxCooldown time.Duration
 	// AuthCooldown is how long a 401/403 cools its key. It is not capped by
 	// MaxCooldown: a rejected key rarely heals sooner. Default 5m.
@@ -66,8 +67,8 @@ type Settings struct {
 func DefaultSettings() Settings {
 	return Settings{
 		Failures:     3,
-		Cooldown:     10 * time.Second,
-		MaxCooldown:  5 * time.Minute,
+		Cooldown:     5 * time.Second,
+		MaxCooldown:  30 * time.Second,
 		AuthCooldown: 5 * time.Minute,
 		ProbeLease:   time.Minute,
 	}
@@ -108,9 +109,10 @@ type Verdict struct {
 	// client faults (400/413/422), client cancels and admission failures:
 	// such a verdict changes nothing except giving back a held probe.
 	Counts bool
-	// ProviderScoped: the failure (connect error, timeout, 408, 5xx) counts
-	// for every target of the provider, not only this key.
-	ProviderScoped bool
+	// Scope is how far a counted failure reaches: this entry only (the
+	// zero value, a model's failure), every model of its key, or every
+	// entry of its provider (a transport failure).
+	Scope Scope
 	// RetryAfter, when positive on a counted failure, cools the failure's
 	// scope at once for that long, capped at MaxCooldown. The classifier sets
 	// it only where DESIGN 10.1 honours it (429 for the key, 503 for the
@@ -126,6 +128,22 @@ type Verdict struct {
 	Status    int
 }
 
+// Scope is how far a counted failure reaches beyond the entry it happened
+// on. The caller's classification picks it; this package only spreads it.
+type Scope uint8
+
+const (
+	// ScopeModel: the (target, model) entry alone (5xx, 529, a first-byte
+	// timeout, 404, a 429 without a key-wide signal): another model of the
+	// same key stays healthy.
+	ScopeModel Scope = iota
+	// ScopeKey: every model of the entry's key (401, 403, a key-wide 429).
+	ScopeKey
+	// ScopeProvider: every entry of the provider, whatever its key or
+	// model (the provider cannot be reached: DNS, refused, TLS).
+	ScopeProvider
+)
+
 // Reasons carried by a Transition.
 const (
 	ReasonFailures       = "failures"        // healthy -> cooling: Failures consecutive failures
@@ -137,17 +155,24 @@ const (
 	ReasonPeer           = "peer_replica"    // -> cooling at once: another replica cooled the target (DESIGN 10.4)
 )
 
-// Transition describes one state change of one target.
+// Transition describes one state change of one entry.
 type Transition struct {
-	Provider, TargetID, KeyID string
-	From, To                  State
-	Reason                    string
+	Provider, TargetID, KeyID, Model string
+	From, To                         State
+	Reason                           string
 	// Until is the cooldown's end when To is Cooling, else zero.
 	Until time.Time
 	// ErrorType and Status are the verdict's that caused the change, if any.
 	ErrorType string
 	Status    int
 }
+
+// Key is the changed entry's identity, as EntryKey gives it.
+func (tr Transition) Key() string { return EntryKey(tr.TargetID, tr.Model) }
+
+// EntryKey is the identity of one (target, model) entry: the target's
+// digest (hex, no slash) and the upstream model after the first slash.
+func EntryKey(targetID, model string) string { return targetID + "/" + model }
 
 // Clock is injected so cooldowns are tested without sleeping.
 type Clock interface {

@@ -15,20 +15,24 @@ import (
 const alpha = 0.3
 
 // word bits: the state, and whether consecutive failures are nonzero. Both
-// are written under Target.mu and read without it by the hot paths.
+// are written under Entry.mu and read without it by the hot paths.
 const (
 	stateMask   = 0b11
 	failingFlag = 0b100
 )
 
-// Target is the health of one target (provider + origin + key). Its methods
-// are safe for concurrent use; each locks only this target (a provider-scoped
-// failure locks the provider's targets one after another).
-type Target struct {
-	tracker  *Tracker
-	group    *group
-	provider string
-	id       string
+// Entry is the health of one upstream model on one target (provider +
+// origin + key): providers overload, rate-limit and fail per model, so one
+// model's failures never cool another model of the same key. Its methods
+// are safe for concurrent use; each locks only this entry (a key- or
+// provider-scoped failure locks the entries it reaches one after another).
+type Entry struct {
+	tracker      *Tracker
+	provider     *group // the provider's entries: a transport failure's reach
+	key          *group // the target's entries, one per model: a key failure's reach
+	providerName string
+	id           string // the target's digest
+	model        string
 
 	// word mirrors state and failures != 0 so that Check on a healthy
 	// target and Done of a success on an unblemished one are one atomic
@@ -67,14 +71,14 @@ type Target struct {
 // Done (a non-counting verdict gives it back). When !ok, until is the end of
 // the cooldown (already past while another request holds the probe), so a
 // caller that skipped every candidate can pick the one closest to healthy.
-func (t *Target) Check() (ok, probe bool, until time.Time) {
+func (t *Entry) Check() (ok, probe bool, until time.Time) {
 	if State(t.word.Load()&stateMask) == Healthy {
 		return true, false, time.Time{}
 	}
 	return t.checkSlow()
 }
 
-func (t *Target) checkSlow() (ok, probe bool, until time.Time) {
+func (t *Entry) checkSlow() (ok, probe bool, until time.Time) {
 	now := t.tracker.clock.Now()
 	t.mu.Lock()
 	tr, changed := t.advance(now)
@@ -99,7 +103,7 @@ func (t *Target) checkSlow() (ok, probe bool, until time.Time) {
 // even before the cooldown ends: its success heals the target, its failure
 // doubles the cooldown. Otherwise (healthy, or a probe already out) it is an
 // ordinary attempt. Either way the caller reports with Done(v, probe).
-func (t *Target) Force() (probe bool) {
+func (t *Entry) Force() (probe bool) {
 	if State(t.word.Load()&stateMask) == Healthy {
 		return false
 	}
@@ -126,7 +130,7 @@ func (t *Target) Force() (probe bool) {
 // for a claim, a late verdict cannot be told from the current holder's once
 // a new probe is out, so the first probe verdict to arrive settles the state.
 // Both are live results of the same target, so the decision stays grounded.
-func (t *Target) Done(v Verdict, probe bool) {
+func (t *Entry) Done(v Verdict, probe bool) {
 	if !probe && (!v.Success && !v.Counts || v.Success && t.word.Load() == 0) {
 		return // nothing to give back, nothing to change
 	}
@@ -156,8 +160,12 @@ func (t *Target) Done(v Verdict, probe bool) {
 	if changed2 {
 		t.tracker.emit(tr2)
 	}
-	if !v.Success && v.Counts && v.ProviderScoped && !t.removed.Load() {
-		for _, o := range *t.group.targets.Load() {
+	if !v.Success && v.Counts && v.Scope != ScopeModel && !t.removed.Load() {
+		g := t.key
+		if v.Scope == ScopeProvider {
+			g = t.provider
+		}
+		for _, o := range *g.entries.Load() {
 			if o != t {
 				o.failSibling(now, v)
 			}
@@ -167,11 +175,11 @@ func (t *Target) Done(v Verdict, probe bool) {
 
 // Release gives back a held probe without a verdict; the same as
 // Done(Verdict{}, true).
-func (t *Target) Release() { t.Done(Verdict{}, true) }
+func (t *Entry) Release() { t.Done(Verdict{}, true) }
 
-// failSibling applies another target's provider-scoped failure to t, as an
-// ordinary (non-probe) attempt's.
-func (t *Target) failSibling(now time.Time, v Verdict) {
+// failSibling applies another entry's key- or provider-scoped failure to
+// t, as an ordinary (non-probe) attempt's.
+func (t *Entry) failSibling(now time.Time, v Verdict) {
 	t.mu.Lock()
 	tr1, changed1 := t.advance(now)
 	tr2, changed2 := t.fail(now, v, false)
@@ -188,7 +196,7 @@ func (t *Target) failSibling(now time.Time, v Verdict) {
 // and immediate cooldowns change the state: late verdicts of attempts begun
 // before the target cooled must not re-cool it or reset its backoff.
 // t.mu is held.
-func (t *Target) fail(now time.Time, v Verdict, holder bool) (Transition, bool) {
+func (t *Entry) fail(now time.Time, v Verdict, holder bool) (Transition, bool) {
 	t.failures++
 	t.lastError = v.ErrorType
 	imm, reason := t.immediate(v)
@@ -218,7 +226,7 @@ func (t *Target) fail(now time.Time, v Verdict, holder bool) (Transition, bool) 
 }
 
 // immediate is how long v cools t at once, and why; zero for none.
-func (t *Target) immediate(v Verdict) (time.Duration, string) {
+func (t *Entry) immediate(v Verdict) (time.Duration, string) {
 	switch {
 	case v.Auth:
 		return t.s.AuthCooldown, ReasonAuth
@@ -229,7 +237,7 @@ func (t *Target) immediate(v Verdict) (time.Duration, string) {
 }
 
 // heal makes t healthy after its probe succeeded. t.mu is held.
-func (t *Target) heal() (Transition, bool) {
+func (t *Entry) heal() (Transition, bool) {
 	t.failures = 0
 	t.backoff = t.s.Cooldown
 	t.until = time.Time{}
@@ -240,7 +248,7 @@ func (t *Target) heal() (Transition, bool) {
 // advance applies what time alone changes: the end of a cooldown and the
 // expiry of a probe's lease. States change lazily, when somebody looks, so
 // the package needs no timer or goroutine. t.mu is held.
-func (t *Target) advance(now time.Time) (tr Transition, changed bool) {
+func (t *Entry) advance(now time.Time) (tr Transition, changed bool) {
 	if t.state == Cooling && !now.Before(t.until) {
 		tr, changed = t.move(Probing, ReasonCooldownEnded, Verdict{})
 		t.publish()
@@ -253,12 +261,12 @@ func (t *Target) advance(now time.Time) (tr Transition, changed bool) {
 
 // move sets the state and describes the change; no change, no Transition.
 // t.mu is held; the caller publishes and emits after unlocking.
-func (t *Target) move(to State, reason string, v Verdict) (Transition, bool) {
+func (t *Entry) move(to State, reason string, v Verdict) (Transition, bool) {
 	if t.state == to {
 		return Transition{}, false
 	}
 	tr := Transition{
-		Provider: t.provider, TargetID: t.id, KeyID: t.keyID,
+		Provider: t.providerName, TargetID: t.id, KeyID: t.keyID, Model: t.model,
 		From: t.state, To: to, Reason: reason,
 		ErrorType: v.ErrorType, Status: v.Status,
 	}
@@ -290,7 +298,7 @@ func newSignal() *signal {
 // next time the target turns cooling. An attempt still waiting on the
 // target (context.AfterFunc) can then fail over at once instead of waiting
 // out its own timeout on a target others already found failing.
-func (t *Target) Cooled() context.Context {
+func (t *Entry) Cooled() context.Context {
 	s := t.cooled.Load()
 	if s == nil {
 		t.cooled.CompareAndSwap(nil, newSignal())
@@ -300,7 +308,7 @@ func (t *Target) Cooled() context.Context {
 }
 
 // publish mirrors state and failures into word. t.mu is held.
-func (t *Target) publish() {
+func (t *Entry) publish() {
 	w := uint32(t.state)
 	if t.failures != 0 {
 		w |= failingFlag
@@ -310,7 +318,7 @@ func (t *Target) publish() {
 
 // FirstByte feeds the first-byte EWMA with one sample; the caller feeds it
 // from successful attempts only, so timeouts do not pose as latency.
-func (t *Target) FirstByte(d time.Duration) {
+func (t *Entry) FirstByte(d time.Duration) {
 	d = max(d, 0)
 	for {
 		old := t.ewma.Load()
@@ -334,7 +342,7 @@ const MinQuantileSamples = 20
 // first-byte samples (the last 64); ok is false with fewer than
 // MinQuantileSamples. It copies and sorts at most 64 values: for hedging
 // decisions, once per request, not per event.
-func (t *Target) Quantile(q float64) (d time.Duration, ok bool) {
+func (t *Entry) Quantile(q float64) (d time.Duration, ok bool) {
 	var buf [len(t.recent)]int64
 	n := 0
 	for i := range t.recent {
@@ -359,7 +367,7 @@ const LatencyStaleAfter = 10 * time.Second
 // CurrentEWMA is EWMA for ordering: ok is false as well when the last sample
 // is older than LatencyStaleAfter, so the target is tried again (and
 // measured anew) as if it had never been measured.
-func (t *Target) CurrentEWMA() (d time.Duration, ok bool) {
+func (t *Entry) CurrentEWMA() (d time.Duration, ok bool) {
 	d, ok = t.EWMA()
 	if ok && t.tracker.clock.Now().UnixNano()-t.sampled.Load() > int64(LatencyStaleAfter) {
 		return d, false
@@ -368,7 +376,7 @@ func (t *Target) CurrentEWMA() (d time.Duration, ok bool) {
 }
 
 // EWMA returns the first-byte EWMA; ok is false until the first sample.
-func (t *Target) EWMA() (d time.Duration, ok bool) {
+func (t *Entry) EWMA() (d time.Duration, ok bool) {
 	v := t.ewma.Load()
 	if v == 0 {
 		return 0, false
@@ -377,7 +385,7 @@ func (t *Target) EWMA() (d time.Duration, ok bool) {
 }
 
 // State returns the target's state now.
-func (t *Target) State() State {
+func (t *Entry) State() State {
 	w := t.word.Load()
 	if State(w&stateMask) == Healthy {
 		return Healthy
@@ -385,17 +393,24 @@ func (t *Target) State() State {
 	return t.status(t.tracker.clock.Now()).State
 }
 
-// ID returns the target's identity (the digest given to Add).
-func (t *Target) ID() string { return t.id }
+// ID returns the entry's target's identity (the digest given to Add).
+func (t *Entry) ID() string { return t.id }
+
+// Model returns the entry's upstream model.
+func (t *Entry) Model() string { return t.model }
+
+// Key returns the entry's identity, EntryKey(ID(), Model()).
+func (t *Entry) Key() string { return EntryKey(t.id, t.model) }
 
 // status reads t for the admin view and the gauges, after advancing it.
-func (t *Target) status(now time.Time) TargetStatus {
+func (t *Entry) status(now time.Time) TargetStatus {
 	t.mu.Lock()
 	tr, changed := t.advance(now)
 	st := TargetStatus{
-		Provider:            t.provider,
+		Provider:            t.providerName,
 		Target:              t.id,
 		KeyID:               t.keyID,
+		Model:               t.model,
 		State:               t.state,
 		ConsecutiveFailures: t.failures,
 		LastErrorType:       t.lastError,

@@ -34,7 +34,7 @@ func TestEWMA(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tg := NewTracker(newFakeClock(), nil).Add("p", "t", "k", Settings{})
+			tg := NewTracker(newFakeClock(), nil).Add("p", "t", "k", "", Settings{})
 			for _, d := range c.samples {
 				tg.FirstByte(d)
 			}
@@ -51,16 +51,16 @@ func TestEWMA(t *testing.T) {
 func TestSnapshotJSON(t *testing.T) {
 	clk := newFakeClock()
 	tr := NewTracker(clk, nil)
-	a := tr.Add("primary", "d1", "0:ab12", Settings{})
-	tr.Add("backup", "d2", "0:cd34", Settings{})
+	a := tr.Add("primary", "d1", "0:ab12", "gpt-4o", Settings{})
+	tr.Add("backup", "d2", "0:cd34", "claude-x", Settings{})
 	a.FirstByte(1500 * time.Microsecond)
 	a.Done(http429After(30*time.Second), false)
 	got, err := json.Marshal(tr.Snapshot())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `[{"provider":"backup","target":"d2","key_id":"0:cd34","state":"healthy","consecutive_failures":0,"cooldown_until":null,"probe_in_flight":false,"last_error_type":"","ewma_first_byte_ms":null},` +
-		`{"provider":"primary","target":"d1","key_id":"0:ab12","state":"cooling","consecutive_failures":1,"cooldown_until":"2025-01-01T00:00:30Z","probe_in_flight":false,"last_error_type":"upstream_http_error","ewma_first_byte_ms":1.5}]`
+	want := `[{"provider":"backup","target":"d2","key_id":"0:cd34","model":"claude-x","state":"healthy","consecutive_failures":0,"cooldown_until":null,"probe_in_flight":false,"last_error_type":"","ewma_first_byte_ms":null},` +
+		`{"provider":"primary","target":"d1","key_id":"0:ab12","model":"gpt-4o","state":"cooling","consecutive_failures":1,"cooldown_until":"2025-01-01T00:00:30Z","probe_in_flight":false,"last_error_type":"upstream_http_error","ewma_first_byte_ms":1.5}]`
 	if string(got) != want {
 		t.Fatalf("snapshot JSON\n got %s\nwant %s", got, want)
 	}
@@ -73,7 +73,7 @@ func TestSnapshotJSON(t *testing.T) {
 func TestSnapshotProbeInFlight(t *testing.T) {
 	clk := newFakeClock()
 	tr := NewTracker(clk, nil)
-	a := tr.Add("p", "d1", "0:ab", Settings{})
+	a := tr.Add("p", "d1", "0:ab", "", Settings{})
 	a.Done(http429After(5*time.Second), false)
 	clk.Advance(78 * time.Second)
 	st := tr.Snapshot()[0]
@@ -100,16 +100,18 @@ func TestCounts(t *testing.T) {
 	clk := newFakeClock()
 	rec := &recorder{}
 	tr := NewTracker(clk, rec.notify)
-	a := tr.Add("p", "ta", "a", Settings{})
-	tr.Add("p", "tb", "b", Settings{})
-	c := tr.Add("q", "tc", "c", Settings{})
+	a := tr.Add("p", "ta", "a", "m", Settings{})
+	tr.Add("p", "tb", "b", "m", Settings{})
+	tr.Add("p", "tb", "b", "m2", Settings{})
+	c := tr.Add("q", "tc", "c", "m", Settings{})
 	a.Done(http401, false)
 	c.Done(http429After(time.Second), false)
 	clk.Advance(time.Second)
 	got := tr.Counts()
-	want := map[string]map[State]int{
-		"p": {Healthy: 1, Cooling: 1, Probing: 0},
-		"q": {Healthy: 0, Cooling: 0, Probing: 1},
+	want := map[ProviderModel]map[State]int{
+		{"p", "m"}:  {Healthy: 1, Cooling: 1, Probing: 0},
+		{"p", "m2"}: {Healthy: 1, Cooling: 0, Probing: 0},
+		{"q", "m"}:  {Healthy: 0, Cooling: 0, Probing: 1},
 	}
 	if !maps.EqualFunc(got, want, maps.Equal) {
 		t.Fatalf("Counts = %v, want %v", got, want)
@@ -129,11 +131,11 @@ func TestCounts(t *testing.T) {
 func TestAddAgainKeepsHealth(t *testing.T) {
 	clk := newFakeClock()
 	tr := NewTracker(clk, nil)
-	a := tr.Add("p", "ta", "a", Settings{})
-	b := tr.Add("p", "tb", "b", Settings{})
+	a := tr.Add("p", "ta", "a", "", Settings{})
+	b := tr.Add("p", "tb", "b", "", Settings{})
 	a.Done(http429, false)
 	a.Done(http429, false)
-	a2 := tr.Add("p", "ta", "a-renamed", Settings{Failures: 2})
+	a2 := tr.Add("p", "ta", "a-renamed", "", Settings{Failures: 2})
 	if a2 != a {
 		t.Fatal("Add of a kept target returned a new Target")
 	}
@@ -145,7 +147,7 @@ func TestAddAgainKeepsHealth(t *testing.T) {
 		t.Fatalf("snapshot %+v, want the new key label", st)
 	}
 
-	tr.Remove("tb")
+	tr.Remove(EntryKey("tb", ""))
 	if st := tr.Snapshot(); len(st) != 1 || st[0].Target != "ta" {
 		t.Fatalf("snapshot after Remove %+v, want only ta", st)
 	}
@@ -153,10 +155,10 @@ func TestAddAgainKeepsHealth(t *testing.T) {
 	if st := tr.Snapshot(); st[0].ConsecutiveFailures != 3 {
 		t.Fatalf("a removed target's provider-scoped failure reached ta: %+v", st[0])
 	}
-	if _, ok := tr.Counts()["q"]; ok {
+	if _, ok := tr.Counts()[ProviderModel{"q", ""}]; ok {
 		t.Fatal("Counts has a provider without targets")
 	}
-	tr.Remove("ta")
+	tr.Remove(EntryKey("ta", ""))
 	if got := tr.Counts(); len(got) != 0 {
 		t.Fatalf("Counts after removing every target = %v", got)
 	}
@@ -192,9 +194,9 @@ func TestConcurrentUse(t *testing.T) {
 	rec := &recorder{}
 	tr := NewTracker(clk, rec.notify)
 	s := Settings{Failures: 2, Cooldown: time.Second, MaxCooldown: 8 * time.Second, AuthCooldown: 3 * time.Second, ProbeLease: 5 * time.Second}
-	var targets []*Target
+	var targets []*Entry
 	for i, p := range []string{"p", "p", "p", "q"} {
-		targets = append(targets, tr.Add(p, string(rune('a'+i)), string(rune('a'+i)), s))
+		targets = append(targets, tr.Add(p, string(rune('a'+i)), string(rune('a'+i)), "", s))
 	}
 	verdicts := []Verdict{success, success, http429, http502, http401, http400, cancelled, http503After(2 * time.Second)}
 	var wg sync.WaitGroup
@@ -260,5 +262,77 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	if len(trs) == 0 {
 		t.Fatal("no transitions at all: the test exercised nothing")
+	}
+}
+
+// TestScopeReach: a failure reaches as far as its scope says. A model's
+// failures (5xx, a plain 429) cool that model alone, never another model of
+// the same key; a key's (401, a key-wide 429) cool every model of the key
+// and no other key; a transport failure cools every entry of the provider
+// and no other provider.
+func TestScopeReach(t *testing.T) {
+	type ent struct{ provider, target, model string }
+	entries := []ent{{"p", "k1", "gpt-4o"}, {"p", "k1", "gpt-4o-mini"}, {"p", "k2", "gpt-4o"}, {"q", "k3", "gpt-4o"}}
+	cases := []struct {
+		name    string
+		v       Verdict
+		times   int
+		cooling []bool // per entry, after the failures on entries[0]
+	}{
+		{"model 503", Verdict{Counts: true, Scope: ScopeModel, ErrorType: "upstream_http_error", Status: 503}, 3,
+			[]bool{true, false, false, false}},
+		{"model 429 with Retry-After", Verdict{Counts: true, Scope: ScopeModel, RetryAfter: 2 * time.Second, Status: 429}, 1,
+			[]bool{true, false, false, false}},
+		{"key 401", Verdict{Counts: true, Scope: ScopeKey, Auth: true, Status: 401}, 1,
+			[]bool{true, true, false, false}},
+		{"key-wide 429", Verdict{Counts: true, Scope: ScopeKey, Status: 429}, 3,
+			[]bool{true, true, false, false}},
+		{"transport", Verdict{Counts: true, Scope: ScopeProvider, ErrorType: "upstream_connect_error", Status: 502}, 3,
+			[]bool{true, true, true, false}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewTracker(newFakeClock(), nil)
+			var es []*Entry
+			for _, e := range entries {
+				es = append(es, tr.Add(e.provider, e.target, e.target, e.model, Settings{}))
+			}
+			for range tc.times {
+				es[0].Done(tc.v, false)
+			}
+			for i, e := range es {
+				if got := e.State() != Healthy; got != tc.cooling[i] {
+					t.Errorf("%v: cooling %v, want %v", entries[i], got, tc.cooling[i])
+				}
+			}
+			// The snapshot names each entry's model.
+			for _, st := range tr.Snapshot() {
+				if st.Model == "" {
+					t.Errorf("snapshot entry %+v has no model", st)
+				}
+			}
+		})
+	}
+}
+
+// TestRemoveOneModel: a reload that drops one model of a key forgets that
+// entry only; the key's other model keeps its health and still shares the
+// key's failures.
+func TestRemoveOneModel(t *testing.T) {
+	tr := NewTracker(newFakeClock(), nil)
+	a := tr.Add("p", "k1", "k1", "a", Settings{})
+	b := tr.Add("p", "k1", "k1", "b", Settings{})
+	tr.Remove(EntryKey("k1", "a"))
+	if keys := tr.Keys(); len(keys) != 1 || keys[0] != b.Key() {
+		t.Fatalf("keys after Remove %v, want [%s]", keys, b.Key())
+	}
+	a.Done(Verdict{Counts: true, Scope: ScopeKey, Auth: true, Status: 401}, false)
+	if b.State() != Healthy {
+		t.Fatal("a removed entry's key failure reached its former key")
+	}
+	a2 := tr.Add("p", "k1", "k1", "a", Settings{})
+	a2.Done(Verdict{Counts: true, Scope: ScopeKey, Auth: true, Status: 401}, false)
+	if b.State() != Cooling {
+		t.Fatalf("b is %v after a key failure of its key's other model, want cooling", b.State())
 	}
 }

@@ -7,7 +7,8 @@ import (
 )
 
 var targetHealthDesc = prometheus.NewDesc("gateway_target_health",
-	"Targets (provider + origin + key) in each health state, per provider.", []string{"provider", "state"}, nil)
+	"Health entries (one per key: provider + origin + key) of each provider and upstream model in each health state.",
+	[]string{"provider", "model", "state"}, nil)
 
 // healthCollector reads the targets' states at scrape time from the health
 // tracker, which keeps them without a lock shared by requests.
@@ -16,9 +17,9 @@ type healthCollector struct{ t *health.Tracker }
 func (c healthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- targetHealthDesc }
 
 func (c healthCollector) Collect(ch chan<- prometheus.Metric) {
-	for provider, states := range c.t.Counts() {
+	for pm, states := range c.t.Counts() {
 		for state, n := range states {
-			ch <- prometheus.MustNewConstMetric(targetHealthDesc, prometheus.GaugeValue, float64(n), provider, state.String())
+			ch <- prometheus.MustNewConstMetric(targetHealthDesc, prometheus.GaugeValue, float64(n), pm.Provider, pm.Model, state.String())
 		}
 	}
 }

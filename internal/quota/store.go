@@ -65,8 +65,9 @@ type Hooks struct {
 	// Wake is called when a slot of a gate was freed on some replica
 	// (admission.WakeShared).
 	Wake func(gate, id string)
-	// Cooled is called when another replica cooled a target (health).
-	Cooled func(targetID string, until time.Time, reason string)
+	// Cooled is called when another replica cooled a health entry; entry
+	// is what that replica passed to PublishCooled.
+	Cooled func(entry string, until time.Time, reason string)
 }
 
 // Store is one replica's view of the shared limits.

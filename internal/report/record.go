@@ -87,7 +87,8 @@ const (
 
 // Skip reasons (skip_reason of a skipped candidate).
 const (
-	SkipProviderFailed = "provider_failed" // an earlier key of the same provider failed provider-wide
+	SkipProviderFailed = "provider_failed" // an earlier candidate of the same provider could not reach it (DNS, refused, TLS)
+	SkipModelFailed    = "model_failed"    // an earlier candidate of the same provider and upstream model failed (5xx, timeout, context length, ...)
 	SkipCoolingDown    = "cooling_down"    // the target is cooling down after failures (provider health)
 	SkipRetryBudget    = "retry_budget"    // the retry budget refused an attempt beyond the request's first
 )

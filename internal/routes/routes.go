@@ -116,24 +116,39 @@ type HealthConfig struct {
 }
 
 // DefaultHealth is the health block of a provider that sets none.
+// The cooldown starts short and its doubling stops at 30s, so a target that
+// recovered gets traffic back within 30s.
 var DefaultHealth = HealthConfig{
-	Failures: 3, Cooldown: Duration(10 * time.Second),
-	MaxCooldown: Duration(5 * time.Minute), AuthCooldown: Duration(5 * time.Minute),
+	Failures: 3, Cooldown: Duration(5 * time.Second),
+	MaxCooldown: Duration(30 * time.Second), AuthCooldown: Duration(5 * time.Minute),
 }
 
 // Timeouts bound one attempt against a provider. Zero values take the
-// defaults documented at DefaultTimeouts; Idle zero means off.
+// defaults below; Idle absent is DefaultIdleTimeout, and an explicit
+// `idle: 0s` turns the stream idle watchdog off.
 type Timeouts struct {
-	Connect   Duration `yaml:"connect"`
-	FirstByte Duration `yaml:"first_byte"`
-	Idle      Duration `yaml:"idle"`
-	Total     Duration `yaml:"total"`
+	Connect   Duration  `yaml:"connect"`
+	FirstByte Duration  `yaml:"first_byte"`
+	Idle      *Duration `yaml:"idle"`
+	Total     Duration  `yaml:"total"`
+}
+
+// IdleTimeout is the stream idle watchdog's bound: the default when idle is
+// absent, zero (off) when it is set to 0s.
+func (t Timeouts) IdleTimeout() time.Duration {
+	if t.Idle == nil {
+		return DefaultIdleTimeout
+	}
+	return time.Duration(*t.Idle)
 }
 
 // Default provider timeouts. FirstByte has none here: an unset first_byte
-// falls back to GATEWAY_STREAM_FIRST_BYTE_TIMEOUT.
+// falls back to GATEWAY_STREAM_FIRST_BYTE_TIMEOUT. DefaultIdleTimeout cuts
+// a stream that stalls after its first event, which would otherwise hold
+// the client until total.
 const (
 	DefaultConnectTimeout = 5 * time.Second
+	DefaultIdleTimeout    = 60 * time.Second
 	DefaultTotalTimeout   = 600 * time.Second
 )
 

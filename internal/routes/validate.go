@@ -323,6 +323,11 @@ func (v *validator) health(h *HealthConfig, path string) error {
 	if h.Failures == 0 {
 		h.Failures = DefaultHealth.Failures
 	}
+	if _, written := v.lines[path+".max_cooldown"]; !written && h.MaxCooldown < h.Cooldown {
+		// A cooldown longer than the default cap, with no cap written, is
+		// its own cap: the doubling then stays at the cooldown.
+		h.MaxCooldown = h.Cooldown
+	}
 	if h.MaxCooldown < h.Cooldown {
 		return v.fail(path+".max_cooldown", " (%s) must not be shorter than cooldown (%s)",
 			time.Duration(h.MaxCooldown), time.Duration(h.Cooldown))

@@ -154,10 +154,12 @@ func TestFailover(t *testing.T) {
 	}
 }
 
-// TestClientFaultRelayed: a 400 from the provider is the client's problem,
-// relayed as is, and no other candidate is tried.
+// TestClientFaultRelayed: a 400 or 422 from the provider is the client's
+// problem, relayed as is, and no other candidate is tried. (A 413 refuses
+// the request's size, which another provider may accept: it fails over,
+// TestContextLengthFailsOver.)
 func TestClientFaultRelayed(t *testing.T) {
-	for _, code := range []int{400, 413, 422} {
+	for _, code := range []int{400, 422} {
 		g := start(t, setup{primary: mockupstream.Behavior{Status: code}})
 		resp, body := g.post(t, chatBody(false))
 		if resp.StatusCode != code {

@@ -67,10 +67,10 @@ models:
 
 // Series the health tests read.
 const (
-	primCooling     = "gateway_target_health{provider=primary,state=cooling}"
-	primHealthy     = "gateway_target_health{provider=primary,state=healthy}"
-	primProbing     = "gateway_target_health{provider=primary,state=probing}"
-	backHealthy     = "gateway_target_health{provider=backup,state=healthy}"
+	primCooling     = "gateway_target_health{model=up-primary-mini,provider=primary,state=cooling}"
+	primHealthy     = "gateway_target_health{model=up-primary-mini,provider=primary,state=healthy}"
+	primProbing     = "gateway_target_health{model=up-primary-mini,provider=primary,state=probing}"
+	backHealthy     = "gateway_target_health{model=up-backup-mini,provider=backup,state=healthy}"
 	toCooling       = "gateway_health_transitions_total{provider=primary,to=cooling}"
 	toProbing       = "gateway_health_transitions_total{provider=primary,to=probing}"
 	toHealthy       = "gateway_health_transitions_total{provider=primary,to=healthy}"
@@ -92,6 +92,7 @@ type targetHealth struct {
 	Provider            string     `json:"provider"`
 	Target              string     `json:"target"`
 	KeyID               string     `json:"key_id"`
+	Model               string     `json:"model"`
 	State               string     `json:"state"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
 	CooldownUntil       *time.Time `json:"cooldown_until"`
@@ -413,7 +414,7 @@ func TestHealthHangingPrimary(t *testing.T) {
 func TestHealthAdminView(t *testing.T) {
 	g := start(t, setup{routes: twoKeyRoutes, primaryExtra: "{ failures: 1, cooldown: 1m }",
 		primary: mockupstream.Behavior{Status: 500}})
-	g.mustChat(t, "gpt-4o-mini", "backup") // one key fails (provider-scoped): both cool
+	g.mustChat(t, "gpt-4o-mini", "backup") // one key fails (model-scoped): it alone cools
 
 	if code, _ := g.get(t, "/admin/health", false); code != http.StatusUnauthorized {
 		t.Fatalf("/admin/health without the admin token = %d, want 401", code)
@@ -429,7 +430,7 @@ func TestHealthAdminView(t *testing.T) {
 	if len(raw) != 3 {
 		t.Fatalf("%d targets, want 3 (two primary keys, one backup): %s", len(raw), body)
 	}
-	fields := []string{"provider", "target", "key_id", "state", "consecutive_failures", "cooldown_until", "last_error_type", "ewma_first_byte_ms", "probe_in_flight"}
+	fields := []string{"provider", "target", "key_id", "model", "state", "consecutive_failures", "cooldown_until", "last_error_type", "ewma_first_byte_ms", "probe_in_flight"}
 	for _, o := range raw {
 		var keys []string
 		for k := range o {
@@ -442,12 +443,21 @@ func TestHealthAdminView(t *testing.T) {
 		}
 	}
 	all := g.health(t)
+	cooling := 0
 	for _, h := range all {
 		switch h.Provider {
 		case "primary":
-			if h.State != "cooling" || h.ConsecutiveFailures != 1 || h.LastErrorType != "upstream_http_error" ||
-				h.CooldownUntil == nil || h.EWMAFirstByteMS != nil {
-				t.Errorf("primary target %v, want cooling after one 500, no latency sample", h)
+			switch {
+			case h.State == "cooling":
+				cooling++
+				if h.ConsecutiveFailures != 1 || h.LastErrorType != "upstream_http_error" || h.CooldownUntil == nil || h.EWMAFirstByteMS != nil {
+					t.Errorf("primary target %v, want cooling after one 500, no latency sample", h)
+				}
+			default:
+				assertHealthy(t, h, "the primary key skipped for the 500 (model_failed)")
+			}
+			if h.Model != "up-primary-mini" {
+				t.Errorf("primary entry model %q, want the upstream model up-primary-mini", h.Model)
 			}
 		case "backup":
 			if h.EWMAFirstByteMS == nil || *h.EWMAFirstByteMS <= 0 {
@@ -459,14 +469,18 @@ func TestHealthAdminView(t *testing.T) {
 			t.Errorf("target %q key_id %q: want a digest and a key label", h.Target, h.KeyID)
 		}
 	}
+	if cooling != 1 {
+		t.Errorf("%d primary entries cooling after one 500, want 1 (the key that answered it)", cooling)
+	}
 	if strings.Contains(string(body), "SENTINEL") {
 		t.Fatalf("/admin/health shows a key: %s", body)
 	}
 }
 
-// TestHealthRetryAfter: a 429 with Retry-After cools that key alone for as
-// long as the provider asked, while the provider's other key keeps serving;
-// a 503 with Retry-After cools every key of the provider.
+// TestHealthRetryAfter: a 429 with Retry-After cools that key's model alone
+// for as long as the provider asked, while the provider's other key keeps
+// serving; a 503 with Retry-After cools the model on the key that answered
+// it.
 func TestHealthRetryAfter(t *testing.T) {
 	t.Run("429 cools the key", func(t *testing.T) {
 		g := start(t, setup{db: true, routes: twoKeyRoutes, primaryExtra: "{ failures: 3, cooldown: 30s }",
@@ -532,28 +546,40 @@ func TestHealthRetryAfter(t *testing.T) {
 		delta(t, begin, g.scrape(t), map[string]float64{toCooling: 1, toProbing: 1, toHealthy: 1})
 	})
 
-	t.Run("503 cools the provider", func(t *testing.T) {
+	t.Run("503 cools the model on its key", func(t *testing.T) {
+		// A 503 is the model's trouble: in the request it skips the same
+		// model on the provider's other key (model_failed); in health it
+		// cools the (key, model) that answered it, for its Retry-After.
 		g := start(t, setup{db: true, routes: twoKeyRoutes, primaryExtra: "{ failures: 3, cooldown: 30s }",
 			primary: mockupstream.Behavior{Status: 503, RetryAfter: "1"}})
 		begin := g.scrape(t)
 		r := g.mustChat(t, "gpt-4o-mini", "backup")
 		_, rows := g.ledger(t, r.ID)
 		wantRows(t, rows, "failed/503/upstream_http_error(primary)", "skipped/0/(primary)", "success/200/(backup)")
-		for k := range 2 {
-			assertCooling(t, g.target(t, "primary", k), r.Start, r.Start.Add(r.Elapsed), time.Second)
+		if rows[1].SkipReason != "model_failed" {
+			t.Fatalf("the other key's skip reason %q, want model_failed", rows[1].SkipReason)
 		}
-		r = g.mustChat(t, "gpt-4o-mini", "backup")
-		_, rows = g.ledger(t, r.ID)
-		wantRows(t, rows, "skipped/0/(primary)", "skipped/0/(primary)", "success/200/(backup)")
-		if rows[0].SkipReason != "cooling_down" || rows[1].SkipReason != "cooling_down" {
-			t.Fatalf("skip reasons %q %q, want cooling_down for both keys", rows[0].SkipReason, rows[1].SkipReason)
+		first := 0
+		if strings.HasPrefix(rows[0].KeyID, "key1-") {
+			first = 1
 		}
-		if n := g.Primary.Stats().Requests; n != 1 {
-			t.Fatalf("primary got %d requests, want 1: the 503 cooled both keys", n)
+		assertCooling(t, g.target(t, "primary", first), r.Start, r.Start.Add(r.Elapsed), time.Second)
+		if h := g.target(t, "primary", 1-first); h.State != "healthy" {
+			t.Fatalf("the key that never answered is %v, want healthy", h)
 		}
-		delta(t, begin, g.scrape(t), map[string]float64{toCooling: 2, primSkipped: 2 + 1})
+		// The next requests reach the other key, which answers 503 too and
+		// cools; then both keys are skipped.
+		eventually(t, 5*time.Second, "both keys cooling", func() (bool, string) {
+			g.mustChat(t, "gpt-4o-mini", "backup")
+			a, b := g.target(t, "primary", 0), g.target(t, "primary", 1)
+			return a.State == "cooling" && b.State == "cooling", a.String() + "; " + b.String()
+		})
+		if n := g.Primary.Stats().Requests; n != 2 {
+			t.Fatalf("primary got %d requests, want 2: one per key, each cooled by its own 503", n)
+		}
+		delta(t, begin, g.scrape(t), map[string]float64{toCooling: 2})
 
-		// After the Retry-After (1s, not the 30s cooldown) the provider is probed.
+		// After the Retry-After (1s, not the 30s cooldown) the keys are probed.
 		g.Primary.SetBehavior(mockupstream.Behavior{Identity: "primary"})
 		eventually(t, 4*time.Second, "primary keys probing after the Retry-After", func() (bool, string) {
 			a, b := g.target(t, "primary", 0), g.target(t, "primary", 1)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,9 +47,13 @@ func (g *Gateway) startQuota() {
 	}
 	st := g.Quota
 	st.Start(quota.Hooks{
-		Share:  g.Scheduler.SetShare,
-		Wake:   g.Scheduler.WakeShared,
-		Cooled: func(targetID string, until time.Time, _ string) { g.Health.CoolShared(targetID, until) },
+		Share: g.Scheduler.SetShare,
+		Wake:  g.Scheduler.WakeShared,
+		Cooled: func(entry string, until time.Time, _ string) {
+			if key, err := url.PathUnescape(entry); err == nil {
+				g.Health.CoolShared(key, until)
+			}
+		},
 	})
 	g.Metrics.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -91,6 +96,8 @@ func (g *Gateway) quotaState() api.QuotaState {
 // Cooldowns learnt from them are not passed on again.
 func (g *Gateway) shareCooldown(tr health.Transition) {
 	if g.Quota != nil && tr.To == health.Cooling && tr.Reason != health.ReasonPeer {
-		g.Quota.PublishCooled(tr.TargetID, tr.Until, tr.Reason)
+		// The entry's key holds the upstream model, which the message's
+		// space-separated fields must not split.
+		g.Quota.PublishCooled(url.PathEscape(tr.Key()), tr.Until, tr.Reason)
 	}
 }

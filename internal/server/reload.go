@@ -240,9 +240,17 @@ func (g *Gateway) Reload(trigger string) error {
 	for _, p := range old.Planner.Providers() {
 		for _, t := range p.Targets {
 			if !kept[t.ID] {
-				g.Health.Remove(t.ID)
 				removed++
 			}
+		}
+	}
+	// Health is kept per (target, model): forget the entries the new
+	// routes no longer plan (a removed target, or a model no route names
+	// on it any more); the kept ones keep their health.
+	planned := planner.HealthKeys()
+	for _, k := range g.Health.Keys() {
+		if !planned[k] {
+			g.Health.Remove(k)
 		}
 	}
 	st.retire(retired)
