@@ -22,9 +22,9 @@ func errorKindStatus(kind string) int {
 }
 
 var openAICanned = map[string][]byte{
-	ErrorContextLength: []byte(`{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}` + "\n"),
-	ErrorContentFilter: []byte(`{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy.","type":null,"param":"prompt","code":"content_filter","status":400}}` + "\n"),
-	ErrorRequestTooLarge: []byte(`{"error":{"message":"Request exceeds the maximum allowed number of bytes.","type":"invalid_request_error","param":null,"code":"request_too_large"}}` + "\n"),
+	ErrorContextLength:     []byte(`{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}` + "\n"),
+	ErrorContentFilter:     []byte(`{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy.","type":null,"param":"prompt","code":"content_filter","status":400}}` + "\n"),
+	ErrorRequestTooLarge:   []byte(`{"error":{"message":"Request exceeds the maximum allowed number of bytes.","type":"invalid_request_error","param":null,"code":"request_too_large"}}` + "\n"),
 	ErrorRequestsExhausted: []byte(`{"error":{"message":"Rate limit reached for requests per min (RPM): Limit 500, Used 500, Requested 1. Please try again in 120ms.","type":"requests","param":null,"code":"rate_limit_exceeded"}}` + "\n"),
 }
 
