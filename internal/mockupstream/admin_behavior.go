@@ -24,7 +24,8 @@ import (
 // {"Status":503,"DownFor":"10s"}. Keys are Behavior's field names (case ignored, as
 // encoding/json matches them); durations are Go duration strings ("150ms") or integer
 // nanoseconds, DownUntil is RFC 3339, KeyStatus an object of key to status. An unknown
-// field or an invalid value is answered 400 and changes nothing; success is 204.
+// field or an invalid value is answered 400 and changes nothing; success is 204. A
+// DownFor in the body starts when the body is applied, replacing the defaults' window.
 
 // maxBehaviorBytes bounds an admin body; a Behavior is a few hundred bytes.
 const maxBehaviorBytes = 1 << 20
@@ -85,6 +86,7 @@ type behaviorPatch struct {
 	ChunkInterval   *jsonDuration
 	SlowDelay       *jsonDuration
 	DownFor         *jsonDuration
+	DownUntil       *time.Time // to tell whether the body set it
 }
 
 // behaviorFields is Behavior without its methods.
@@ -113,6 +115,12 @@ func decodeBehavior(base Behavior, raw []byte) (Behavior, error) {
 		if f.src != nil {
 			*f.dst = time.Duration(*f.src)
 		}
+	}
+	switch {
+	case p.DownUntil != nil:
+		base.DownUntil = *p.DownUntil
+	case p.DownFor != nil:
+		base.DownUntil = time.Time{} // the body's DownFor starts now, not the defaults' window
 	}
 	if err := base.Validate(); err != nil {
 		return Behavior{}, err

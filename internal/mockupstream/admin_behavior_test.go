@@ -94,6 +94,16 @@ func TestAdminBehavior(t *testing.T) {
 		t.Errorf("defaults %+v: want Identity new, down an hour from now", b)
 	}
 
+	// A model's DownFor starts when posted, though the defaults have a window of their own.
+	admin(t, ts, http.MethodPost, "/mock/behavior?model=m", `{"DownFor":"1m"}`)
+	if b, _ := s.ModelBehavior("m"); !b.DownUntil.Equal(fixedNow.Add(time.Minute)) {
+		t.Errorf("model's DownUntil %v, want a minute from now", b.DownUntil)
+	}
+	admin(t, ts, http.MethodPost, "/mock/behavior?model=m", `{"DownUntil":"2030-01-02T03:04:05Z"}`)
+	if b, _ := s.ModelBehavior("m"); b.DownUntil.Year() != 2030 {
+		t.Errorf("model's DownUntil %v, want 2030", b.DownUntil)
+	}
+
 	waitIdle(t, s)
 	if code, _ := admin(t, ts, http.MethodPost, "/mock/reset", ""); code != 204 {
 		t.Errorf("reset: %d", code)

@@ -433,6 +433,9 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 	}
 	count(HeaderFailFirst, &b.FailFirst)
 	dur(HeaderDownFor, &b.DownFor)
+	if _, ok := h[HeaderDownFor]; ok {
+		b.DownUntil = time.Time{} // the header's window, not one the Behavior had
+	}
 	count(HeaderMalformedAfterChunks, &b.MalformedAfterChunks)
 	boolean(HeaderResetBeforeHeaders, &b.ResetBeforeHeaders)
 	boolean(HeaderHangBeforeHeaders, &b.HangBeforeHeaders)

@@ -74,7 +74,7 @@ func TestResetBeforeHeadersRaw(t *testing.T) {
 }
 
 // TestHangBeforeHeaders: no status and no byte, stream or not, until the client
-// leaves; HangRate's stream, by contrast, gets its headers.
+// leaves (HangRate's stream would get its headers); another model answers.
 func TestHangBeforeHeaders(t *testing.T) {
 	for _, tt := range []struct {
 		name, body string

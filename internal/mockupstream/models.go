@@ -29,8 +29,9 @@ type modelState struct {
 
 // SetModelBehavior makes requests for model (the body's "model", exactly) behave as b
 // instead of the defaults; X-Mock-* headers still apply on top. b is whole, not merged
-// with the defaults: start from Behavior() to change a few fields. b.DownFor starts now,
-// and the model's FailFirst count starts again. Requests already running keep what they
+// with the defaults: start from Behavior() to change a few fields (and zero DownUntil
+// there to give a new DownFor). b.DownFor starts now unless b.DownUntil is set, and the
+// model's FailFirst count starts again. Requests already running keep what they
 // started with.
 func (s *Server) SetModelBehavior(model string, b Behavior) {
 	s.resolveDown(&b)

@@ -224,6 +224,8 @@ func TestDownWindow(t *testing.T) {
 		}, nil, 500},
 		{"DownFor header", func(*Server) {}, []string{HeaderForModel, "gpt-4o", HeaderDownFor, "10s"}, 503},
 		{"DownUntil header", func(*Server) {}, []string{HeaderForModel, "gpt-4o", HeaderDownUntil, fixedNow.Add(10 * time.Second).Format(time.RFC3339)}, 503},
+		{"DownFor header over a model's window", func(s *Server) { s.SetModelBehavior("gpt-4o", Behavior{DownFor: time.Hour}) },
+			[]string{HeaderForModel, "gpt-4o", HeaderDownFor, "10s"}, 503},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,7 +26,7 @@ type Stats struct {
 	// Cancelled counts requests whose context ended (or whose connection failed a write)
 	// before the mock finished its answer: a client or gateway that gave up.
 	Cancelled uint64 `json:"cancelled"`
-	Resets    uint64 `json:"resets"` // streams aborted on purpose by ResetAfterChunks
+	Resets    uint64 `json:"resets"` // connections aborted on purpose: ResetAfterChunks, ResetBeforeHeaders
 }
 
 // RecordedRequest is a model request as the mock received it, for asserting what the
