@@ -32,6 +32,10 @@ const maxBehaviorBytes = 1 << 20
 
 func (s *Server) serveBehavior(w http.ResponseWriter, r *http.Request) {
 	model, byModel := queryParam(r, "model")
+	if byModel && model == "" {
+		writeError(w, http.StatusBadRequest, "?model= names no model", "invalid_request_error", "model", "invalid_query")
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBehaviorBytes))

@@ -116,6 +116,7 @@ func TestAdminBehavior(t *testing.T) {
 		{http.MethodGet, "/mock/behavior"},
 		{http.MethodGet, "/mock/reset"},
 		{http.MethodGet, "/mock/stats?model=a&path=/v1/messages"},
+		{http.MethodPost, "/mock/behavior?model="},
 	} {
 		if code, body := admin(t, ts, tt.method, tt.target, ""); code != 405 && code != 400 {
 			t.Errorf("%s %s: %d %s", tt.method, tt.target, code, body)

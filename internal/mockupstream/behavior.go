@@ -64,12 +64,13 @@ type Behavior struct {
 	EndAfterChunks int
 	// Status, when non-zero and not 200, is answered with an OpenAI-shaped error body
 	// instead of a completion (for stream requests too: providers fail before the stream
-	// starts). Subject to FailRate.
+	// starts). Subject to FailRate, or to FailFirst and DownUntil when they are set.
 	Status int
 	// FailRate in [0,1] is the share of requests answered with Status (500 when Status is
-	// 0 or 200). 0 means "every request" when Status is set and "none" otherwise. The
-	// choice is deterministic: request n (0-based, counted among requests with a rate in
-	// (0,1)) fails when floor((n+1)·r) > floor(n·r).
+	// 0 or 200), ignored when FailFirst or a down window is set. 0 means "every
+	// request" when Status (or ErrorKind, ResetBeforeHeaders, HangBeforeHeaders) is set
+	// and "none" otherwise. The choice is deterministic: request n (0-based, counted
+	// among requests with a rate in (0,1)) fails when floor((n+1)·r) > floor(n·r).
 	FailRate float64
 	// HangRate in [0,1] is the share of requests that hang until the client cancels: a
 	// stream gets its 200 headers and then nothing, a non-stream request gets nothing at
@@ -215,7 +216,8 @@ const (
 	// names (a comma-separated list, spaces ignored): a request whose body's "model"
 	// is not one of them ignores them all and behaves as its model's Behavior (or the
 	// defaults) says. A gateway forwards a client's headers to every candidate, so this
-	// is how one request fails its primary model and not its fallback.
+	// is how one request fails its primary model and not its fallback. The names are
+	// the upstream's, as the mock receives them (after a gateway's model rewrite).
 	HeaderForModel = "X-Mock-For-Model"
 )
 
