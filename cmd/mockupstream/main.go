@@ -3,9 +3,13 @@
 // OpenAI chat completions (/v1/chat/completions), Responses (/v1/responses) and
 // embeddings (/v1/embeddings), and Anthropic messages (/v1/messages, which wants
 // x-api-key and anthropic-version headers unless -keyless); the newer routes also answer
-// without the /v1 prefix. GET /mock/stats[?path=] and GET /mock/last-request[?path=]
-// report what it received. Flags set the default Behavior; X-Mock-* request headers
-// override it per request. It logs "listening on <host:port>" once the socket is bound,
+// without the /v1 prefix. GET /mock/stats[?path=|?model=] and GET
+// /mock/last-request[?path=] report what it received. Flags set the default Behavior;
+// X-Mock-* request headers override it per request (X-Mock-For-Model scopes them to
+// named models); POST /mock/behavior?model=NAME with a JSON Behavior gives one model its
+// own (DELETE clears it; without ?model= it sets the defaults), and POST /mock/reset
+// forgets per-model behaviours and counts, so a test driving a gateway binary can fail a
+// primary model while its fallback on the same mock answers. It logs "listening on <host:port>" once the socket is bound,
 // so a script that passes -addr 127.0.0.1:0 can read the chosen port.
 package main
 
@@ -56,12 +60,22 @@ func run(ctx context.Context, args []string, logw io.Writer, listening func(net.
 	fs.DurationVar(&b.ChunkInterval, "chunk-interval", 0, "stream: pause before each content chunk")
 	fs.IntVar(&b.StallAfterChunks, "stall-after-chunks", 0, "stream: stall after this many content chunks (0 = never)")
 	fs.IntVar(&b.ResetAfterChunks, "reset-after-chunks", 0, "stream: abort the connection after this many content chunks (0 = never)")
+	fs.IntVar(&b.ErrorAfterChunks, "error-after-chunks", 0, "stream: send the provider's error event after this many content chunks and end (0 = never)")
+	fs.IntVar(&b.EndAfterChunks, "end-after-chunks", 0, "stream: end cleanly but without the closing events after this many content chunks (0 = never)")
+	fs.IntVar(&b.MalformedAfterChunks, "malformed-after-chunks", 0, "stream: send a 'data: {not json' event after this many content chunks, then go on (0 = never)")
+	fs.BoolVar(&b.OmitFinishReason, "omit-finish-reason", false, "chat stream: no finish_reason on the last content chunk")
 	fs.IntVar(&b.Status, "status", 0, "answer this error status (0 or 200 = succeed), subject to -fail-rate")
 	fs.Float64Var(&b.FailRate, "fail-rate", 0, "share 0..1 of requests that fail with -status (500 if unset); 0 = all when -status is set")
 	fs.Float64Var(&b.HangRate, "hang-rate", 0, "share 0..1 of the requests not failed by -fail-rate that hang until the client gives up (stream: after the headers)")
 	fs.Float64Var(&b.SlowRate, "slow-rate", 0, "stream: share 0..1 of the streams neither failed nor hung whose first byte waits -slow-delay instead of -first-byte-delay")
 	fs.DurationVar(&b.SlowDelay, "slow-delay", 0, "stream: first-byte delay of the -slow-rate share")
 	fs.StringVar(&b.RetryAfter, "retry-after", "", "Retry-After header on error answers")
+	fs.IntVar(&b.FailFirst, "fail-first", 0, "fail the first N requests of each model (with -status, 500 if unset), then succeed")
+	fs.DurationVar(&b.DownFor, "down-for", 0, "fail every request (with -status, 503 if unset) for this long from the start, then succeed")
+	fs.StringVar(&b.ErrorKind, "error-kind", "", "fail with a provider's real refusal: "+
+		mockupstream.ErrorContextLength+", "+mockupstream.ErrorContentFilter+", "+mockupstream.ErrorRequestTooLarge+", "+mockupstream.ErrorRequestsExhausted)
+	fs.BoolVar(&b.ResetBeforeHeaders, "reset-before-headers", false, "failing requests (all, unless -fail-rate/-fail-first/-down-for choose) get a TCP reset and no response")
+	fs.BoolVar(&b.HangBeforeHeaders, "hang-before-headers", false, "failing requests (all, unless -fail-rate/-fail-first/-down-for choose) get no byte until the client leaves")
 	// Default on, unlike Behavior.Usage: a standalone mock should act like OpenAI unless
 	// asked to emulate a provider that ignores stream_options.
 	fs.BoolVar(&b.Usage, "usage", true, "honour stream_options.include_usage with a final usage chunk")

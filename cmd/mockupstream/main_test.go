@@ -181,6 +181,9 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"-chunks", "-1"},
 		{"-status", "42"},
 		{"-latency", "-1s"},
+		{"-error-kind", "nope"},
+		{"-fail-first", "-1"},
+		{"-down-for", "-1s"},
 		{"-no-such-flag"},
 		{"extra"},
 		{"-addr", "256.0.0.1:1"},
@@ -192,5 +195,60 @@ func TestRunRejectsBadFlags(t *testing.T) {
 				t.Errorf("run(%q) = %v, listening=%v; want an error before listening", args, err, called)
 			}
 		})
+	}
+}
+
+// TestRunModelBehavior checks the route a failover test in another process uses: one
+// model of the running mock fails while another answers, the flags' FailFirst counts per
+// model, and the per-model counts are readable over HTTP.
+func TestRunModelBehavior(t *testing.T) {
+	url, _, stop := startRun(t, "-fail-first", "1", "-status", "502")
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	do := func(method, target, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, url+target, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(raw)
+	}
+	chat := func(model string) int {
+		code, _ := do(http.MethodPost, "/v1/chat/completions", `{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`)
+		return code
+	}
+
+	if got := []int{chat("gpt-4o"), chat("gpt-4o"), chat("gpt-4o-mini"), chat("gpt-4o-mini")}; got[0] != 502 || got[1] != 200 || got[2] != 502 || got[3] != 200 {
+		t.Errorf("-fail-first 1 per model: %v, want [502 200 502 200]", got)
+	}
+	if code, body := do(http.MethodPost, "/mock/behavior?model=gpt-4o", `{"FailFirst":0,"Status":503}`); code != http.StatusNoContent {
+		t.Fatalf("POST /mock/behavior: %d %s", code, body)
+	}
+	if a, b := chat("gpt-4o"), chat("gpt-4o-mini"); a != 503 || b != 200 {
+		t.Errorf("gpt-4o %d, gpt-4o-mini %d; want 503, 200", a, b)
+	}
+	if code, body := do(http.MethodGet, "/mock/stats?model=gpt-4o", ""); code != 200 || !strings.Contains(body, `"requests":3`) || !strings.Contains(body, `"failed":2`) {
+		t.Errorf("stats?model=gpt-4o: %d %s", code, body)
+	}
+	if code, _ := do(http.MethodDelete, "/mock/behavior?model=gpt-4o", ""); code != http.StatusNoContent {
+		t.Errorf("DELETE: %d", code)
+	}
+	if code, _ := do(http.MethodPost, "/mock/reset", ""); code != http.StatusNoContent {
+		t.Errorf("reset: %d", code)
+	}
+	if code, body := do(http.MethodGet, "/mock/stats?model=gpt-4o", ""); code != 200 || !strings.Contains(body, `"requests":0`) {
+		t.Errorf("stats after reset: %d %s", code, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("run = %v", err)
 	}
 }

@@ -9,11 +9,19 @@ import (
 // The /mock/* routes let a test in another process (a gateway binary, a script) read
 // what an in-process test reads with Stats, StatsFor and LastRequestAt.
 
-// serveStats answers GET /mock/stats with Stats, or with StatsFor(path) when the query
-// names ?path=.
+// serveStats answers GET /mock/stats with Stats, with StatsFor(path) when the query
+// names ?path=, or with StatsForModel(model) for ?model=.
 func (s *Server) serveStats(w http.ResponseWriter, r *http.Request) {
 	st := s.Stats()
-	if path, ok := queryPath(r); ok {
+	model, byModel := queryParam(r, "model")
+	path, byPath := queryPath(r)
+	switch {
+	case byModel && byPath:
+		writeError(w, http.StatusBadRequest, "name one of path and model", "invalid_request_error", "model", "invalid_query")
+		return
+	case byModel:
+		st = s.StatsForModel(model)
+	case byPath:
 		var known bool
 		if st, known = s.StatsFor(path); !known {
 			writeError(w, http.StatusBadRequest, "not a model endpoint: "+path, "invalid_request_error", "path", "unknown_url")
@@ -64,13 +72,16 @@ func (s *Server) serveLastRequest(w http.ResponseWriter, r *http.Request) {
 }
 
 // queryPath returns the ?path= parameter and whether the query has one.
-func queryPath(r *http.Request) (string, bool) {
+func queryPath(r *http.Request) (string, bool) { return queryParam(r, "path") }
+
+// queryParam returns the query parameter name and whether the query has it.
+func queryParam(r *http.Request, name string) (string, bool) {
 	if r.URL.RawQuery == "" {
 		return "", false
 	}
 	q := r.URL.Query()
-	if !q.Has("path") {
+	if !q.Has(name) {
 		return "", false
 	}
-	return q.Get("path"), true
+	return q.Get(name), true
 }

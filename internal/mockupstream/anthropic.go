@@ -56,6 +56,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		c.reject(http.StatusBadRequest, msg, "", "")
 		return
 	}
+	c.track(req.Model)
 	m := message{tool: c.b.ToolUse}
 	if m.tool == ToolUseFirst {
 		if len(req.Tools) == 0 || req.Tools[0].Name == "" {
@@ -179,7 +180,7 @@ func (m *message) serveStream(w http.ResponseWriter, r *http.Request, b *Behavio
 		if !sse.send(bufs.out) {
 			return outcomeCancelled
 		}
-		if o, done := sse.afterChunk(b, i, bufs, appendAnthropicStreamError); done {
+		if o, done := sse.afterChunk(b, i, bufs, appendAnthropicStreamError, malformedMessages); done {
 			return o
 		}
 	}
@@ -263,7 +264,13 @@ func (anthropicWire) reject(w http.ResponseWriter, status int, message, _, _ str
 	writeJSON(w, status, appendAnthropicError(nil, status, message, ""))
 }
 
-func (anthropicWire) fail(w http.ResponseWriter, status int, requestID string) {
+func (anthropicWire) fail(w http.ResponseWriter, status int, kind, requestID string) {
+	if kind == ErrorRequestsExhausted {
+		setExhaustedHeaders(w.Header(), true)
+	}
+	if writeCanned(w, kind, anthropicCanned) {
+		return
+	}
 	message := "mock error"
 	if status == statusOverloaded {
 		message = "Overloaded"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -63,12 +64,13 @@ type Behavior struct {
 	EndAfterChunks int
 	// Status, when non-zero and not 200, is answered with an OpenAI-shaped error body
 	// instead of a completion (for stream requests too: providers fail before the stream
-	// starts). Subject to FailRate.
+	// starts). Subject to FailRate, or to FailFirst and DownUntil when they are set.
 	Status int
 	// FailRate in [0,1] is the share of requests answered with Status (500 when Status is
-	// 0 or 200). 0 means "every request" when Status is set and "none" otherwise. The
-	// choice is deterministic: request n (0-based, counted among requests with a rate in
-	// (0,1)) fails when floor((n+1)·r) > floor(n·r).
+	// 0 or 200), ignored when FailFirst or a down window is set. 0 means "every
+	// request" when Status (or ErrorKind, ResetBeforeHeaders, HangBeforeHeaders) is set
+	// and "none" otherwise. The choice is deterministic: request n (0-based, counted
+	// among requests with a rate in (0,1)) fails when floor((n+1)·r) > floor(n·r).
 	FailRate float64
 	// HangRate in [0,1] is the share of requests that hang until the client cancels: a
 	// stream gets its 200 headers and then nothing, a non-stream request gets nothing at
@@ -86,6 +88,49 @@ type Behavior struct {
 	SlowDelay time.Duration
 	// RetryAfter, when set, is sent as Retry-After on injected error answers.
 	RetryAfter string
+	// FailFirst, when > 0, fails the first FailFirst requests of each model and lets
+	// every later one succeed, instead of FailRate's schedule: "500 once" is
+	// FailFirst 1. The count is per model (the body's "model"), over the requests
+	// whose Behavior has FailFirst set, and starts again when the Behavior is set
+	// (SetBehavior, SetModelBehavior, POST /mock/behavior) or Reset. The failure is
+	// Status (500 when 0 or 200), or what ErrorKind, ResetBeforeHeaders or
+	// HangBeforeHeaders say.
+	FailFirst int
+	// DownUntil, when set, fails every request before it and lets every request from
+	// it on succeed, instead of FailRate's schedule: an outage that ends. The failure
+	// is Status (503 when 0 or 200), or what ErrorKind, ResetBeforeHeaders or
+	// HangBeforeHeaders say. With FailFirst too, a request fails when either says so.
+	DownUntil time.Time
+	// DownFor is DownUntil relative to when the Behavior was set: New, SetBehavior
+	// and SetModelBehavior turn it into DownUntil = now + DownFor (when DownUntil is
+	// unset), so "down 10 s, then up" starts with the call. From a header
+	// (HeaderDownFor) it starts at the model's first request that carries it.
+	DownFor time.Duration
+	// ErrorKind, when set, makes the injected error answer one of a provider's real
+	// refusals (the Error* constants) with that refusal's status and body, and it
+	// fails requests the way a set Status does (every one, or FailRate's share, or
+	// FailFirst's, or while down). The kind's status replaces Status.
+	ErrorKind string
+	// ResetBeforeHeaders makes the chosen failures (every request, unless FailRate,
+	// FailFirst or DownUntil choose) close the connection without any response: the
+	// socket is hijacked and closed with a TCP reset (HTTP/2: the stream is reset).
+	// The client reads a connection error, never a status. Counted in Stats.Resets.
+	ResetBeforeHeaders bool
+	// HangBeforeHeaders makes the chosen failures, stream or not, get no status and
+	// no byte until the client leaves: a provider that accepts the connection and
+	// never answers. Unlike HangRate it sends no stream headers. ResetBeforeHeaders
+	// wins when both are set.
+	HangBeforeHeaders bool
+	// MalformedAfterChunks (stream), when > 0, sends an event whose data is not JSON
+	// ("data: {not json") once that many content chunks were sent; the stream then
+	// goes on as it would have, so a gateway that skips the event delivers a whole
+	// answer. With another *AfterChunks fault at the same chunk, the malformed event
+	// comes first.
+	MalformedAfterChunks int
+	// OmitFinishReason (chat stream) leaves finish_reason null on the last content
+	// chunk. With EndAfterChunks equal to Chunks the stream ends after its last
+	// content chunk with neither a finish_reason nor [DONE].
+	OmitFinishReason bool
 	// KeyStatus answers every request whose bearer token (Authorization: Bearer <key>;
 	// x-api-key on Anthropic messages) is one of its keys with that key's status (200
 	// succeeds), instead of Status and FailRate: one account whose keys fare
@@ -113,6 +158,26 @@ type Behavior struct {
 // ToolUseFirst as Behavior.ToolUse calls the first tool the request offers.
 const ToolUseFirst = "*"
 
+// ErrorKind values: a provider's own refusals, worded as each provider words them
+// (canned.go has the bodies).
+const (
+	// ErrorContextLength: OpenAI 400 code context_length_exceeded; Anthropic 400
+	// invalid_request_error "prompt is too long: 210000 tokens > 200000 maximum".
+	ErrorContextLength = "context_length_exceeded"
+	// ErrorRequestTooLarge: 413 request_too_large ("Request exceeds the maximum
+	// allowed number of bytes.") on both.
+	ErrorRequestTooLarge = "request_too_large"
+	// ErrorContentFilter: OpenAI (Azure) 400 code content_filter, param "prompt";
+	// Anthropic 400 invalid_request_error "Output blocked by content filtering policy".
+	ErrorContentFilter = "content_filter"
+	// ErrorRequestsExhausted: 429 rate limit of the whole key, with the headers that
+	// say so: x-ratelimit-limit-requests, x-ratelimit-remaining-requests: 0 and
+	// x-ratelimit-reset-requests on the OpenAI routes;
+	// anthropic-ratelimit-requests-limit and anthropic-ratelimit-requests-remaining: 0
+	// on the Anthropic one.
+	ErrorRequestsExhausted = "requests_exhausted"
+)
+
 // Request headers that override the Server's Behavior for one request. Durations use
 // Go syntax ("150ms"), booleans strconv.ParseBool syntax ("true", "1").
 const (
@@ -137,6 +202,23 @@ const (
 	HeaderUsage             = "X-Mock-Usage"
 	HeaderToolUse           = "X-Mock-Tool-Use"
 	HeaderKeyless           = "X-Mock-Keyless"
+
+	HeaderFailFirst            = "X-Mock-Fail-First"
+	HeaderDownUntil            = "X-Mock-Down-Until" // RFC 3339
+	HeaderDownFor              = "X-Mock-Down-For"
+	HeaderErrorKind            = "X-Mock-Error-Kind"
+	HeaderResetBeforeHeaders   = "X-Mock-Reset-Before-Headers"
+	HeaderHangBeforeHeaders    = "X-Mock-Hang-Before-Headers"
+	HeaderMalformedAfterChunks = "X-Mock-Malformed-After-Chunks"
+	HeaderOmitFinishReason     = "X-Mock-Omit-Finish-Reason"
+
+	// HeaderForModel scopes the other X-Mock-* headers of a request to the models it
+	// names (a comma-separated list, spaces ignored): a request whose body's "model"
+	// is not one of them ignores them all and behaves as its model's Behavior (or the
+	// defaults) says. A gateway forwards a client's headers to every candidate, so this
+	// is how one request fails its primary model and not its fallback. The names are
+	// the upstream's, as the mock receives them (after a gateway's model rewrite).
+	HeaderForModel = "X-Mock-For-Model"
 )
 
 // HeaderSlowed is a response header: "true" on a stream that SlowRate chose.
@@ -162,6 +244,7 @@ var (
 	errRate       = errors.New("must be within 0..1")
 	errTooLarge   = errors.New("too large")
 	errNotANumber = errors.New("not a number")
+	errErrorKind  = errors.New("not a known error kind")
 )
 
 // maxCount bounds counts so a typo cannot make one request stream for hours or build an
@@ -177,7 +260,7 @@ func (b Behavior) Validate() error {
 	}{
 		{"Latency", b.Latency}, {"FirstByteDelay", b.FirstByteDelay},
 		{"CommentInterval", b.CommentInterval}, {"ChunkInterval", b.ChunkInterval},
-		{"SlowDelay", b.SlowDelay},
+		{"SlowDelay", b.SlowDelay}, {"DownFor", b.DownFor},
 	}
 	for _, f := range durs {
 		if f.d < 0 {
@@ -191,6 +274,7 @@ func (b Behavior) Validate() error {
 		{"Comments", b.Comments}, {"Chunks", b.Chunks},
 		{"StallAfterChunks", b.StallAfterChunks}, {"ResetAfterChunks", b.ResetAfterChunks},
 		{"ErrorAfterChunks", b.ErrorAfterChunks}, {"EndAfterChunks", b.EndAfterChunks},
+		{"FailFirst", b.FailFirst}, {"MalformedAfterChunks", b.MalformedAfterChunks},
 	}
 	for _, f := range counts {
 		if err := checkCount(f.n); err != nil {
@@ -208,6 +292,9 @@ func (b Behavior) Validate() error {
 	}
 	if err := checkRate(b.SlowRate); err != nil {
 		return &FieldError{"SlowRate", strconv.FormatFloat(b.SlowRate, 'g', -1, 64), err}
+	}
+	if b.ErrorKind != "" && errorKindStatus(b.ErrorKind) == 0 {
+		return &FieldError{"ErrorKind", b.ErrorKind, errErrorKind}
 	}
 	for _, st := range b.KeyStatus {
 		// The key stays out of the error: it may be a real credential.
@@ -346,7 +433,41 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 	if v, ok := headerValue(h, HeaderIdentity); ok {
 		b.Identity = v
 	}
+	count(HeaderFailFirst, &b.FailFirst)
+	dur(HeaderDownFor, &b.DownFor)
+	if _, ok := h[HeaderDownFor]; ok {
+		b.DownUntil = time.Time{} // the header's window, not one the Behavior had
+	}
+	count(HeaderMalformedAfterChunks, &b.MalformedAfterChunks)
+	boolean(HeaderResetBeforeHeaders, &b.ResetBeforeHeaders)
+	boolean(HeaderHangBeforeHeaders, &b.HangBeforeHeaders)
+	boolean(HeaderOmitFinishReason, &b.OmitFinishReason)
+	if v, ok := headerValue(h, HeaderDownUntil); ok && err == nil {
+		t, perr := time.Parse(time.RFC3339Nano, v)
+		if perr != nil {
+			err = &FieldError{HeaderDownUntil, v, errors.New("not an RFC 3339 time")}
+		}
+		b.DownUntil = t
+	}
+	if v, ok := headerValue(h, HeaderErrorKind); ok && err == nil {
+		if v != "" && errorKindStatus(v) == 0 {
+			err = &FieldError{HeaderErrorKind, v, errErrorKind}
+		}
+		b.ErrorKind = v
+	}
 	return b, err
+}
+
+// forModel reports whether the X-Mock-For-Model list names model.
+func forModel(list, model string) bool {
+	for list != "" {
+		var name string
+		name, list, _ = strings.Cut(list, ",")
+		if strings.TrimSpace(name) == model {
+			return true
+		}
+	}
+	return false
 }
 
 func headerValue(h http.Header, canonical string) (string, bool) {

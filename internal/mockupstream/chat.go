@@ -42,6 +42,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 		c.reject(http.StatusBadRequest, msg, param, "invalid_request")
 		return
 	}
+	c.track(req.Model)
 	c.stamp("X-Request-Id", "req_mock_")
 	if !c.faults(bearerKey(&c.b, r.Header), req.Stream) {
 		return
@@ -54,6 +55,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 		identity: c.b.Identity,
 		chunks:   c.b.Chunks,
 		promptN:  promptTokens(c.body),
+		noFinish: c.b.OmitFinishReason,
 	}
 	if len(req.Tools) > 2 { // neither absent, null nor []
 		comp.tool = chatToolCall(c.body)
@@ -84,30 +86,6 @@ func parseChat(body []byte, req *chatRequest) (msg, param string) {
 		return "missing required parameter: 'messages'", "messages"
 	}
 	return "", ""
-}
-
-// injectedStatus decides whether this request answers with an error status. key is
-// the request's credential ("" when it has none), looked up in KeyStatus.
-func (s *Server) injectedStatus(b *Behavior, key string) (int, bool) {
-	if len(b.KeyStatus) > 0 && key != "" {
-		if st, ok := b.KeyStatus[key]; ok {
-			return st, st != http.StatusOK
-		}
-	}
-	status := b.Status
-	if status == http.StatusOK {
-		status = 0
-	}
-	switch {
-	case b.FailRate <= 0:
-		return status, status != 0
-	case status == 0:
-		status = http.StatusInternalServerError
-	}
-	if b.FailRate >= 1 {
-		return status, true
-	}
-	return status, failsAt(s.failSeq.Add(1)-1, failRatePPM(b.FailRate))
 }
 
 // hangs decides whether this request hangs (Behavior.HangRate).
@@ -195,7 +173,7 @@ func serveStream(w http.ResponseWriter, r *http.Request, b *Behavior, c *complet
 		if !sse.send(bufs.out) {
 			return outcomeCancelled
 		}
-		if o, done := sse.afterChunk(b, i, bufs, appendChatStreamError); done {
+		if o, done := sse.afterChunk(b, i, bufs, appendChatStreamError, malformedChat); done {
 			return o
 		}
 	}
@@ -230,7 +208,7 @@ func serveToolStream(sse sseStream, r *http.Request, b *Behavior, c *completion,
 		if !sse.send(bufs.out) {
 			return outcomeCancelled
 		}
-		if o, done := sse.afterChunk(b, i, bufs, appendChatStreamError); done {
+		if o, done := sse.afterChunk(b, i, bufs, appendChatStreamError, malformedChat); done {
 			return o
 		}
 	}

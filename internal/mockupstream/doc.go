@@ -5,13 +5,19 @@
 // It owns the wire shapes a provider answers with (chat.completion JSON and
 // chat.completion.chunk SSE, Responses objects and semantic events, embedding lists,
 // Anthropic messages and their named events, each provider's error bodies) and the
-// faults a provider can commit (latency, a late first byte, keep-alive comments, slow or
-// stalled streams, connections aborted mid-stream, error events mid-stream, error
-// statuses with Retry-After, a share of failing or hanging requests, a share of streams
-// with a slow first byte). It counts what happened to every model request (Stats,
-// StatsFor) and keeps the last request of each endpoint (LastRequest, LastRequestAt) so a
-// test can assert what the gateway forwarded. It knows nothing about the gateway itself:
-// no routing, no admission, no persistence.
+// faults a provider can commit: latency, a late first byte, keep-alive comments, slow or
+// stalled streams, connections aborted mid-stream, error events or a malformed event
+// mid-stream, streams that end without their close (no [DONE], optionally no
+// finish_reason), error statuses with Retry-After, a share of failing or hanging
+// requests, the first N requests failing (FailFirst), an outage that ends (DownUntil,
+// DownFor), connections reset or left unanswered before any header
+// (ResetBeforeHeaders, HangBeforeHeaders), providers' real refusals (ErrorKind: context
+// length exceeded, content filter, request too large, a key out of requests), a share
+// of streams with a slow first byte. It counts what happened to every model request
+// (Stats, StatsFor per endpoint, StatsForModel per model) and keeps the last request of
+// each endpoint (LastRequest, LastRequestAt) so a test can assert what the gateway
+// forwarded. It knows nothing about the gateway itself: no routing, no admission, no
+// persistence.
 //
 // A Server serves:
 //
@@ -20,16 +26,38 @@
 //	POST /v1/embeddings, /embeddings OpenAI embeddings (deterministic unit vectors)
 //	POST /v1/messages, /messages     Anthropic messages, stream (named events) and non-stream
 //	GET  /v1/models                  a fixed model list
-//	GET  /mock/stats[?path=P]        Stats as JSON; with path, that endpoint's only
+//	GET  /mock/stats[?path=P|?model=M] Stats as JSON; with path, that endpoint's only;
+//	                                 with model, the requests whose body named M
 //	GET  /mock/last-request[?path=P] the last request (of endpoint P): method, path,
 //	                                 query, headers, body
+//	POST /mock/behavior[?model=M]    body: a JSON Behavior over the defaults; M's own
+//	                                 Behavior, or the new defaults (admin_behavior.go)
+//	DELETE /mock/behavior[?model=M]  M (or every model) follows the defaults again
+//	POST /mock/reset                 Reset: forget per-model Behaviors and counts
 //
 // The newer routes answer with and without /v1 because a provider's base_url may or
 // may not end in it; both spellings are one endpoint for counting and recording.
 //
 // Behaviour comes from the defaults given to New (changed at run time with SetBehavior)
 // and can be overridden per request with X-Mock-* headers (see the Header* constants),
-// so one mock process can serve a whole test matrix. Every control means the same on
+// so one mock process can serve a whole test matrix.
+//
+// Per model: a gateway's fallback model often sits on the same provider and key as its
+// primary, so both reach one mock with the same forwarded headers, and only the body's
+// "model" tells them apart. SetModelBehavior (POST /mock/behavior?model=) gives a model
+// a Behavior of its own that replaces the defaults for its requests; X-Mock-* headers
+// still apply on top, unless X-Mock-For-Model names other models, in which case they
+// are ignored. FailFirst and a header's DownFor count per model. With no per-model
+// Behavior and no X-Mock-For-Model header, a request pays one nil pointer check.
+//
+// Which requests fail and how are separate: KeyStatus first; then FailFirst and the
+// down window when set (the rest succeed); else FailRate's share, or every request, of
+// those that Status, ErrorKind, ResetBeforeHeaders or HangBeforeHeaders would fail.
+// Failing is answering Status (500; 503 while down) or ErrorKind's refusal, unless
+// ResetBeforeHeaders (close with a TCP reset, no byte) or HangBeforeHeaders (no byte
+// until the client leaves) says otherwise.
+//
+// Every control means the same on
 // every endpoint where it applies; the fail, hang and slow schedules are shared by all
 // of them, like one provider's. Each provider words its errors its own way: injected
 // statuses and refusals are OpenAI-shaped ({"error":{...}}) on the OpenAI routes and
@@ -53,6 +81,10 @@
 //	events → Chunks × (ChunkInterval, content event) with [StallAfterChunks] /
 //	[ResetAfterChunks] / [ErrorAfterChunks] / [EndAfterChunks] checked after each →
 //	closing events
+//
+// MalformedAfterChunks inserts "data: {not json" (as the endpoint's content event)
+// after that many chunks, before any other *AfterChunks fault, and the stream goes on.
+// OmitFinishReason (chat) leaves the last chunk's finish_reason null.
 //
 // Opening and closing events per endpoint:
 //

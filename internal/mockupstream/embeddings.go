@@ -47,6 +47,7 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request) {
 		c.reject(http.StatusBadRequest, msg, param, "invalid_request")
 		return
 	}
+	c.track(req.Model)
 	c.stamp("X-Request-Id", "req_mock_")
 	if !c.faults(bearerKey(&c.b, r.Header), false) {
 		return

@@ -35,6 +35,7 @@ type completion struct {
 	// usageNull ends every chunk before the usage chunk with "usage":null,
 	// as OpenAI does when stream_options.include_usage is true.
 	usageNull bool
+	noFinish  bool // Behavior.OmitFinishReason: the last chunk's finish_reason is null
 }
 
 // closeChunk ends a chunk's choices array and the chunk.
@@ -97,7 +98,7 @@ func (c *completion) appendContentChunk(dst, prefix []byte, i int) []byte {
 	dst = append(dst, prefix...)
 	dst = append(dst, `{"index":0,"delta":{"content":"`...)
 	dst = c.appendText(dst, i)
-	if i == c.chunks {
+	if i == c.chunks && !c.noFinish {
 		return c.closeChunk(append(dst, `"},"finish_reason":"stop"}`...))
 	}
 	return c.closeChunk(append(dst, `"},"finish_reason":null}`...))

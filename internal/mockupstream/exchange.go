@@ -1,7 +1,9 @@
 package mockupstream
 
 import (
+	"cmp"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,8 +20,9 @@ type wire interface {
 	// is not a valid request, a bad X-Mock-* header, missing credentials. param names
 	// the offending field or is empty; code is OpenAI's error code.
 	reject(w http.ResponseWriter, status int, message, param, code string)
-	// fail answers an injected error status.
-	fail(w http.ResponseWriter, status int, requestID string)
+	// fail answers an injected error status, or the canned refusal kind
+	// (Behavior.ErrorKind) when it is not empty.
+	fail(w http.ResponseWriter, status int, kind, requestID string)
 }
 
 // call is one model request on its way through the shared steps. Handlers keep it on
@@ -34,6 +37,7 @@ type call struct {
 	b    Behavior
 	body []byte
 	id   int64
+	ms   *modelState // the model's counters, once track was called
 }
 
 // open counts the request as begun. The handler must defer c.finish().
@@ -46,13 +50,18 @@ func (s *Server) open(w http.ResponseWriter, r *http.Request, ep endpoint, wr wi
 // reset: http.ErrAbortHandler makes net/http drop it (HTTP/1) or reset the stream
 // (HTTP/2) without the terminating chunk, and without logging a panic.
 func (c *call) finish() {
+	if c.ms != nil { // before end, so that a WaitIdle that returns sees it
+		c.ms.count.add(c.o)
+		c.ms.inFlight.Add(-1)
+	}
 	c.s.end(c.ep, c.o)
 	if c.o == outcomeReset {
 		panic(http.ErrAbortHandler)
 	}
 }
 
-// read reads and records the body and applies the X-Mock-* overrides to the defaults.
+// read reads and records the body and applies the X-Mock-* overrides to the defaults,
+// or to the model's own Behavior (SetModelBehavior); HeaderForModel scopes them.
 // It reports false when the request is answered already (or the client left).
 func (c *call) read() bool {
 	body, err := readBody(c.w, c.r)
@@ -65,7 +74,18 @@ func (c *call) read() bool {
 	c.body = body
 	c.s.record(c.ep, c.r, body)
 
-	b, err := applyOverrides(*c.s.behavior.Load(), c.r.Header)
+	base := c.s.behavior.Load()
+	scope, scoped := headerValue(c.r.Header, HeaderForModel)
+	apply := true
+	if c.s.models.Load() != nil || scoped {
+		model := peekModel(body)
+		base = c.s.modelBehavior(model)
+		apply = !scoped || forModel(scope, model)
+	}
+	b := *base
+	if apply {
+		b, err = applyOverrides(b, c.r.Header)
+	}
 	if err != nil {
 		field := ""
 		if fe := (*FieldError)(nil); errors.As(err, &fe) {
@@ -101,18 +121,33 @@ func (c *call) stamp(idHeader, idPrefix string) {
 	h[idHeader] = []string{idPrefix + strconv.FormatInt(c.id, 10)}
 }
 
-// faults answers an injected error status (false), makes a non-stream hang until the
-// client leaves (false), or turns a hang or a slow share into the stream timeline's
+// faults answers an injected failure (false): an error status, a canned refusal, a
+// connection reset or a hang before any header; makes a non-stream hang until the
+// client leaves (false); or turns a hang or a slow share into the stream timeline's
 // stall or slow first byte (true). key is the request's credential, for KeyStatus.
 func (c *call) faults(key string, stream bool) bool {
-	if status, fail := c.s.injectedStatus(&c.b, key); fail {
-		if !sleep(c.r.Context(), c.b.Latency) {
+	if status, fail, keyed := c.failure(key); fail {
+		ctx := c.r.Context()
+		if !sleep(ctx, c.b.Latency) {
 			return false
+		}
+		kind := c.b.ErrorKind
+		if !keyed {
+			switch {
+			case c.b.ResetBeforeHeaders:
+				c.resetConn()
+				return false
+			case c.b.HangBeforeHeaders:
+				<-ctx.Done()
+				return false
+			}
+		} else {
+			kind = "" // the key's own status
 		}
 		if c.b.RetryAfter != "" {
 			c.w.Header()["Retry-After"] = []string{c.b.RetryAfter}
 		}
-		c.wire.fail(c.w, status, "req_mock_"+strconv.FormatInt(c.id, 10))
+		c.wire.fail(c.w, status, kind, "req_mock_"+strconv.FormatInt(c.id, 10))
 		c.o = outcomeFailed
 		return false
 	}
@@ -127,6 +162,74 @@ func (c *call) faults(key string, stream bool) bool {
 		c.w.Header()[HeaderSlowed] = []string{"true"}
 	}
 	return true
+}
+
+// failure decides whether this request fails and with which status; keyed says that
+// KeyStatus chose it. The schedule: KeyStatus for a listed key; else FailFirst and the
+// down window when either is set (the model's first FailFirst requests and every
+// request while down fail, the rest succeed); else FailRate's share of the requests
+// that Status, ErrorKind, ResetBeforeHeaders or HangBeforeHeaders would fail.
+func (c *call) failure(key string) (status int, fail, keyed bool) {
+	b := &c.b
+	if len(b.KeyStatus) > 0 && key != "" {
+		if st, ok := b.KeyStatus[key]; ok {
+			return st, st != http.StatusOK, true
+		}
+	}
+	status = b.Status
+	if status == http.StatusOK {
+		status = 0
+	}
+	if b.ErrorKind != "" {
+		status = errorKindStatus(b.ErrorKind)
+	}
+	if b.FailFirst > 0 || !b.DownUntil.IsZero() || b.DownFor > 0 {
+		switch {
+		case c.down():
+			return cmp.Or(status, http.StatusServiceUnavailable), true, false
+		case b.FailFirst > 0 && c.ms.failFirst.Add(1) <= uint64(b.FailFirst):
+			return cmp.Or(status, http.StatusInternalServerError), true, false
+		}
+		return 0, false, false
+	}
+	chosen := status != 0 || b.ResetBeforeHeaders || b.HangBeforeHeaders
+	status = cmp.Or(status, http.StatusInternalServerError)
+	switch {
+	case b.FailRate <= 0:
+		return status, chosen, false
+	case b.FailRate >= 1:
+		return status, true, false
+	}
+	return status, failsAt(c.s.failSeq.Add(1)-1, failRatePPM(b.FailRate)), false
+}
+
+// down reports whether the down window (DownUntil, or a header's DownFor from the
+// model's first request that carried it) holds now.
+func (c *call) down() bool {
+	now := c.s.now()
+	if !c.b.DownUntil.IsZero() {
+		return now.Before(c.b.DownUntil)
+	}
+	if c.b.DownFor <= 0 {
+		return false
+	}
+	c.ms.downFrom.CompareAndSwap(0, now.UnixNano())
+	return now.UnixNano() < c.ms.downFrom.Load()+int64(c.b.DownFor)
+}
+
+// resetConn closes the connection without a response. Hijacked, it is closed with a
+// TCP reset (no lingering FIN); where it cannot be (HTTP/2), finish's
+// http.ErrAbortHandler resets the stream.
+func (c *call) resetConn() {
+	c.o = outcomeReset
+	conn, _, err := http.NewResponseController(c.w).Hijack()
+	if err != nil {
+		return
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
 }
 
 // bearerKey is the OpenAI credential: the token of "Authorization: Bearer <key>".
@@ -150,7 +253,13 @@ func (openAIWire) reject(w http.ResponseWriter, status int, message, param, code
 	writeError(w, status, message, "invalid_request_error", param, code)
 }
 
-func (openAIWire) fail(w http.ResponseWriter, status int, _ string) {
+func (openAIWire) fail(w http.ResponseWriter, status int, kind, _ string) {
+	if kind == ErrorRequestsExhausted {
+		setExhaustedHeaders(w.Header(), false)
+	}
+	if writeCanned(w, kind, openAICanned) {
+		return
+	}
 	typ, code := errorKind(status)
 	writeError(w, status, "mock error", typ, "", code)
 }

@@ -43,6 +43,7 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 		c.reject(http.StatusBadRequest, msg, param, "invalid_request")
 		return
 	}
+	c.track(req.Model)
 	c.stamp("X-Request-Id", "req_mock_")
 	if !c.faults(bearerKey(&c.b, r.Header), req.Stream) {
 		return
@@ -125,7 +126,7 @@ func (p *response) serveStream(w http.ResponseWriter, r *http.Request, b *Behavi
 		if !sse.send(bufs.out) {
 			return outcomeCancelled
 		}
-		if o, done := sse.afterChunk(b, i, bufs, p.appendStreamError); done {
+		if o, done := sse.afterChunk(b, i, bufs, p.appendStreamError, malformedResponses); done {
 			return o
 		}
 	}
@@ -240,7 +241,7 @@ func (p *response) serveToolStream(sse sseStream, r *http.Request, b *Behavior, 
 	if !sse.send(bufs.out) {
 		return outcomeCancelled
 	}
-	if o, done := sse.afterChunk(b, 1, bufs, p.appendStreamError); done {
+	if o, done := sse.afterChunk(b, 1, bufs, p.appendStreamError, malformedResponses); done {
 		return o
 	}
 	bufs.out = p.appendArgumentsEventHead(bufs.out[:0], "response.function_call_arguments.done")

@@ -26,7 +26,7 @@ type Stats struct {
 	// Cancelled counts requests whose context ended (or whose connection failed a write)
 	// before the mock finished its answer: a client or gateway that gave up.
 	Cancelled uint64 `json:"cancelled"`
-	Resets    uint64 `json:"resets"` // streams aborted on purpose by ResetAfterChunks
+	Resets    uint64 `json:"resets"` // connections aborted on purpose: ResetAfterChunks, ResetBeforeHeaders
 }
 
 // RecordedRequest is a model request as the mock received it, for asserting what the
@@ -54,6 +54,12 @@ type Server struct {
 	// count is per endpoint; Stats sums it, so no request pays for two counters.
 	count [numEndpoints]counters
 
+	// models holds the models given their own Behavior; nil when there are none, so
+	// the common request checks one pointer. Written copy-on-write under modelsMu.
+	models   atomic.Pointer[map[string]*Behavior]
+	modelsMu sync.Mutex
+	states   sync.Map // model name → *modelState, made on the model's first request
+
 	mu        sync.Mutex
 	inFlight  [numEndpoints]int64
 	inFlights int64         // the sum of inFlight
@@ -80,14 +86,21 @@ var _ http.Handler = (*Server)(nil)
 func New(defaults Behavior) *Server {
 	s := &Server{now: time.Now, idle: make(chan struct{})}
 	close(s.idle)
+	s.resolveDown(&defaults)
 	s.behavior.Store(&defaults)
 	return s
 }
 
 // SetBehavior replaces the defaults; requests already running keep what they started
 // with, so a test can change behaviour between phases without racing a stream.
+// b.DownFor starts now, and every model's FailFirst count starts again.
 func (s *Server) SetBehavior(b Behavior) {
+	s.resolveDown(&b)
 	s.behavior.Store(&b)
+	s.states.Range(func(model, _ any) bool {
+		s.resetSchedules(model.(string))
+		return true
+	})
 }
 
 // Behavior returns the current defaults.
@@ -210,7 +223,18 @@ func (s *Server) begin(ep endpoint) {
 
 // end counts the outcome before InFlight drops, so a WaitIdle that returns sees it.
 func (s *Server) end(ep endpoint, o outcome) {
-	c := &s.count[ep]
+	s.count[ep].add(o)
+	s.mu.Lock()
+	s.inFlight[ep]--
+	s.inFlights--
+	if s.inFlights == 0 {
+		close(s.idle)
+	}
+	s.mu.Unlock()
+}
+
+// add counts one outcome.
+func (c *counters) add(o outcome) {
 	switch o {
 	case outcomeCompleted:
 		c.completed.Add(1)
@@ -223,13 +247,6 @@ func (s *Server) end(ep endpoint, o outcome) {
 	case outcomeReset:
 		c.resets.Add(1)
 	}
-	s.mu.Lock()
-	s.inFlight[ep]--
-	s.inFlights--
-	if s.inFlights == 0 {
-		close(s.idle)
-	}
-	s.mu.Unlock()
 }
 
 func (s *Server) record(ep endpoint, r *http.Request, body []byte) {
@@ -321,6 +338,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.serveStats(w, r)
+	case "/mock/behavior":
+		s.serveBehavior(w, r)
+	case "/mock/reset":
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, http.MethodPost)
+			return
+		}
+		s.Reset()
+		w.WriteHeader(http.StatusNoContent)
 	case "/mock/last-request":
 		if r.Method != http.MethodGet {
 			methodNotAllowed(w, http.MethodGet)

@@ -55,12 +55,23 @@ func (st *sseStream) send(event []byte) bool {
 	return st.rc.Flush() == nil
 }
 
+// The events MalformedAfterChunks sends: the endpoint's data event, cut short.
+const (
+	malformedChat      = "data: {not json\n\n"
+	malformedMessages  = "event: content_block_delta\ndata: {not json\n\n"
+	malformedResponses = "event: response.output_text.delta\ndata: {not json\n\n"
+)
+
 // afterChunk applies the fault due once content chunk i (1-based) is sent, and reports
-// whether the stream ends there and how. StallAfterChunks wins over ResetAfterChunks,
+// whether the stream ends there and how. MalformedAfterChunks sends malformed first
+// and does not end the stream by itself. StallAfterChunks wins over ResetAfterChunks,
 // which wins over ErrorAfterChunks, which wins over EndAfterChunks, at the same chunk.
 // appendError appends the endpoint's mid-stream error event(s); the stream ends
 // cleanly after them. EndAfterChunks ends it cleanly with nothing more.
-func (st *sseStream) afterChunk(b *Behavior, i int, bufs *buffers, appendError func([]byte) []byte) (outcome, bool) {
+func (st *sseStream) afterChunk(b *Behavior, i int, bufs *buffers, appendError func([]byte) []byte, malformed string) (outcome, bool) {
+	if i == b.MalformedAfterChunks && !st.send(append(bufs.out[:0], malformed...)) {
+		return outcomeCancelled, true
+	}
 	switch i {
 	case b.StallAfterChunks:
 		<-st.ctx.Done()
