@@ -336,3 +336,42 @@ func TestRemoveOneModel(t *testing.T) {
 		t.Fatalf("b is %v after a key failure of its key's other model, want cooling", b.State())
 	}
 }
+
+// TestDefaultsRecoverWithin30s: with the default settings, a model that is
+// down for any length of time (here 10 minutes, one request every 100ms)
+// gets its traffic back within 30s of recovering (the cooldown's doubling
+// stops at 30s), and while it cools it gets one probe per cooldown.
+func TestDefaultsRecoverWithin30s(t *testing.T) {
+	for _, outage := range []time.Duration{10 * time.Second, 45 * time.Second, 10 * time.Minute} {
+		clk := newFakeClock()
+		tr := NewTracker(clk, nil)
+		e := tr.Add("p", "k", "k", "gpt-4o", Settings{})
+		start := clk.Now()
+		upAt := start.Add(outage)
+		var probes []time.Time
+		recovered := time.Time{}
+		for step := 0; recovered.IsZero() && step < 100000; step++ {
+			ok, probe, _ := e.Check()
+			if ok {
+				if probe {
+					probes = append(probes, clk.Now())
+				}
+				if clk.Now().Before(upAt) {
+					e.Done(Verdict{Counts: true, Status: 503, ErrorType: "upstream_http_error"}, probe)
+				} else {
+					e.Done(Verdict{Success: true}, probe)
+					recovered = clk.Now()
+				}
+			}
+			clk.Advance(100 * time.Millisecond)
+		}
+		if late := recovered.Sub(upAt); late > 30*time.Second {
+			t.Errorf("outage %v: traffic back %v after recovery, want within 30s", outage, late)
+		}
+		for i := 1; i < len(probes); i++ {
+			if gap := probes[i].Sub(probes[i-1]); gap < 5*time.Second {
+				t.Errorf("outage %v: probes %v apart, want one per cooldown (at least 5s)", outage, gap)
+			}
+		}
+	}
+}

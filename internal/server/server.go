@@ -135,10 +135,10 @@ func New(ctx context.Context, cfg config.Config, routes *routes.Routes, log *slo
 	return g, nil
 }
 
-// healthChanged logs a target's health transition once, at info, and
+// healthChanged logs a (target, model)'s health transition once, at info, and
 // counts it. The key never appears: only its non-secret label.
 func (g *Gateway) healthChanged(tr health.Transition) {
-	attrs := []any{"provider", tr.Provider, "key_id", tr.KeyID, "target", tr.TargetID,
+	attrs := []any{"provider", tr.Provider, "key_id", tr.KeyID, "target", tr.TargetID, "model", tr.Model,
 		"state", tr.To.String(), "from", tr.From.String(), "reason", tr.Reason}
 	if !tr.Until.IsZero() {
 		attrs = append(attrs, "until", tr.Until.UTC().Format(time.RFC3339Nano))
