@@ -3,6 +3,7 @@ package candidates
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -37,10 +38,11 @@ type script struct {
 	steps []string
 	calls int
 	first chan struct{} // closed at the first call
+	quit  chan struct{} // closed before the server closes: a stall ends
 }
 
 func newScript(t *testing.T, name string, steps ...string) *script {
-	s := &script{steps: steps, first: make(chan struct{})}
+	s := &script{steps: steps, first: make(chan struct{}), quit: make(chan struct{})}
 	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		step := s.steps[min(s.calls, len(s.steps)-1)]
@@ -48,6 +50,8 @@ func newScript(t *testing.T, name string, steps ...string) *script {
 			close(s.first)
 		}
 		s.mu.Unlock()
+		// Read whole, so the server notices at once when the gateway hangs up.
+		_, _ = io.Copy(io.Discard, r.Body)
 		stream := strings.Contains(r.Header.Get("Accept"), "event-stream")
 		switch {
 		case step == "ok" && stream:
@@ -64,7 +68,10 @@ func newScript(t *testing.T, name string, steps ...string) *script {
 		case step == "stall":
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.(http.Flusher).Flush()
-			<-r.Context().Done()
+			select {
+			case <-r.Context().Done():
+			case <-s.quit:
+			}
 		default:
 			code, after, _ := strings.Cut(step, ":")
 			if after != "" {
@@ -75,6 +82,7 @@ func newScript(t *testing.T, name string, steps ...string) *script {
 		}
 	}))
 	t.Cleanup(s.srv.Close)
+	t.Cleanup(func() { close(s.quit) }) // runs first: no handler outlives its test
 	return s
 }
 
@@ -237,10 +245,14 @@ const backoff = 250 * time.Millisecond // the default retry.backoff
 // no slot while it waits; the retry serves the client, recorded as the
 // candidate's second row, and the fallback is never called.
 func TestRetrySameCandidateAfterBackoff(t *testing.T) {
-	for _, first := range []string{"500", "502", "reset"} {
-		t.Run(first, func(t *testing.T) {
+	for _, tt := range []struct {
+		first  string
+		stream bool
+	}{{"500", false}, {"502", false}, {"reset", false}, {"500", true}, {"reset", true}} {
+		first := tt.first
+		t.Run(first+map[bool]string{true: " stream"}[tt.stream], func(t *testing.T) {
 			h := newRetryRig(t, newScript(t, "a", first, "ok"), newScript(t, "b", "ok"), "", "")
-			done, l := h.start(t, context.Background(), "m", false, nil)
+			done, l := h.start(t, context.Background(), "m", tt.stream, nil)
 			h.clock.waitArmed(t, backoff)
 			gatesEmpty(t, h, "during the backoff")
 			if n := h.a.count(); n != 1 {
@@ -248,7 +260,11 @@ func TestRetrySameCandidateAfterBackoff(t *testing.T) {
 			}
 			h.clock.advance(backoff)
 			res := wait(t, done)
-			if res.out.Status != report.RequestSuccess || res.got != `{"from":"a"}` {
+			want := `{"from":"a"}`
+			if tt.stream {
+				want = "data: " + want + "\n\ndata: [DONE]\n\n"
+			}
+			if res.out.Status != report.RequestSuccess || res.got != want {
 				t.Fatalf("client got %q, outcome %+v; want a's answer", res.got, res.out)
 			}
 			code := first
