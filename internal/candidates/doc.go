@@ -17,10 +17,10 @@
 // events held until the provider's stream_commit, and the last-resort
 // retries of the same candidate before it fails over (retry.go). It returns
 // the one committed Attempt, which the HTTP handler relays and ends with
-// Finish, or
-// the request's Outcome. With a route's hedge set, attempts race on
-// goroutines until one commits (hedge.go). Classify (classify.go) is the one
-// function that says what a failure means for the record, failover and
-// health; records.go writes every candidate's fate. The package knows nothing
-// of the client's HTTP side and leaves provider wire details to upstream.
+// Finish, or the request's Outcome. With a route's hedge set, attempts race
+// on goroutines until one commits (hedge.go). Classify (classify.go) is the
+// one function that says what a failure means for the record, failover and
+// health; records.go writes every candidate's fate. The package knows
+// nothing of the client's HTTP side and leaves provider wire details to
+// upstream.
 package candidates
