@@ -64,10 +64,12 @@ func (s *scripted) senders(names ...string) map[string]Sender {
 	return m
 }
 
+// healthRoutes counts every failure once: no retry of the same candidate
+// (retry_test.go covers those).
 const healthRoutes = `
 providers:
-  - { name: a, base_url: "http://a.example/v1", api_keys: [ka], max_concurrency: 4, health: { failures: 2, cooldown: 10s } }
-  - { name: b, base_url: "http://b.example/v1", api_keys: [kb], max_concurrency: 4, health: { failures: 2, cooldown: 20s } }
+  - { name: a, base_url: "http://a.example/v1", api_keys: [ka], max_concurrency: 4, health: { failures: 2, cooldown: 10s }, retry: { attempts: 0 } }
+  - { name: b, base_url: "http://b.example/v1", api_keys: [kb], max_concurrency: 4, health: { failures: 2, cooldown: 20s }, retry: { attempts: 0 } }
 models:
   - name: m
     candidates: [ { provider: a, priority: 0 }, { provider: b, priority: 1 } ]

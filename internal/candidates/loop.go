@@ -16,7 +16,10 @@ import (
 //
 //	Runner.Run        the request's deadline; runner.run records it planned
 //	walk.run          each candidate in order: skipped if cooling or over the
-//	                  retry budget (skips.go), else walk.attempt
+//	                  retry budget (skips.go), else walk.attempt, retried on
+//	                  the same candidate after its backoff (retry.go); with
+//	                  no candidate left, the last-resort retry after a
+//	                  Retry-After (retry.go)
 //	walk.attempt      build (the Exchange's call), admit (slots), begin (the
 //	                  row pending), Attempt.open (attempt.go: send, hold to
 //	                  the commit point)
@@ -52,6 +55,7 @@ type walk struct {
 	probe      bool        // the attempt in flight holds its target's health probe
 	cooled     []time.Time // per candidate, the cooldown end of a skip not recorded yet
 	unrecorded int         // skips in cooled not recorded yet
+	retry      []retryNote // per candidate, for its retries (retry.go); nil until a failure is worth one
 }
 
 // Run walks the candidates in order until one commits or the request ends.
@@ -108,7 +112,7 @@ func (w *walk) run(ctx context.Context) (committed bool) {
 		if w.cooling(i) || w.overBudget(i) {
 			continue
 		}
-		if w.attempt(ctx, i) {
+		if w.attempt(ctx, i) || w.retrySame(ctx, i) {
 			return w.att.state.committed()
 		}
 	}
@@ -123,6 +127,9 @@ func (w *walk) run(ctx context.Context) (committed bool) {
 		if w.attempt(ctx, i) {
 			return w.att.state.committed()
 		}
+	}
+	if w.lastResort(ctx) {
+		return w.att.state.committed()
 	}
 	w.exhausted()
 	return false
@@ -277,6 +284,7 @@ func (w *walk) apply(i int, f Failure, committed bool) (done bool) {
 	}
 	w.settle(i, f.Status, f.Code, f.ErrorType, f.Message)
 	w.healthDone(i, f.Verdict())
+	w.noteRetry(i, f)
 	if !f.Failover {
 		return w.stop(i+1, Outcome{Status: f.RequestStatus, StatusCode: f.RequestCode, ErrorType: f.ErrorType,
 			Code: f.ReplyCode, Message: f.Reply, Committed: committed, Relay: f.Relay, RetryAfter: f.RetryAfter})

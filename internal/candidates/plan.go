@@ -46,6 +46,7 @@ type Provider struct {
 	Health         health.Settings
 	CommitEvents   int           // stream events held before the commit point (at least 1)
 	CommitWithin   time.Duration // hold no longer than this after the first event; 0: no bound
+	Retry          Retry         // the last-resort retry of the same candidate (retry.go); zero: off
 	Targets        []*Target
 	// Sender sends the provider's attempts. The gateway sets it before the
 	// planner serves, so a plan carries its own clients: a request planned
@@ -224,6 +225,7 @@ func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider,
 		Total:          orDefault(time.Duration(pc.Timeouts.Total), routes.DefaultTotalTimeout),
 		CommitEvents:   max(pc.StreamCommit.Events, 1),
 		CommitWithin:   time.Duration(pc.StreamCommit.Within),
+		Retry:          Retry{Attempts: pc.Retry.Attempts, Backoff: time.Duration(pc.Retry.Backoff), MaxWait: time.Duration(pc.Retry.MaxWait)},
 		Health: health.Settings{
 			Failures:     pc.Health.Failures,
 			Cooldown:     time.Duration(pc.Health.Cooldown),

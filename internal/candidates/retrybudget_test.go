@@ -102,9 +102,10 @@ func TestLoopRetryBudget(t *testing.T) {
 // the floor is spent, moving the runner's clock past the window gives it
 // back.
 func TestRetryBudgetOnTheLoopsClock(t *testing.T) {
-	// No health rules: a's failures must not cool it.
+	// No health rules: a's failures must not cool it; no retry: each
+	// request spends one failover.
 	h := newHealthRig(t, strings.Replace(strings.Replace(hedgeRoutes, "    hedge: { after: 50ms }\n", "", 1),
-		"api_keys: [ka], max_concurrency: 4 }", "api_keys: [ka], max_concurrency: 4, health: { failures: 1000 } }", 1))
+		"api_keys: [ka], max_concurrency: 4 }", "api_keys: [ka], max_concurrency: 4, health: { failures: 1000 }, retry: { attempts: 0 } }", 1))
 	h.run.Budget = NewRetryBudget(0, 1)
 	ex := &scripted{fail: map[string]error{"a": &upstream.StatusError{Code: 503}}, tries: map[string]int{}}
 	for i := range 10 { // the floor: 1 a second over the 10 s window

@@ -110,7 +110,7 @@ type Outcome struct {
 	FirstByte time.Duration // receipt of the request to its first byte sent to the client
 	Usage     upstream.Usage
 	HasUsage  bool
-	Tried     int // candidates that were attempted (admission included)
+	Tried     int // attempts made (admission included), same-candidate retries too
 }
 
 // Observer receives the loop's measurements (implemented by the metrics

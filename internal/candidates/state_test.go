@@ -109,7 +109,7 @@ func watchStates(t *testing.T) func() map[*Attempt][]state {
 }
 
 // TestAttemptsEndClosed runs real requests against loopback providers (a
-// failover, a stream cut after commit, a body, a hedged race with a loser)
+// retry of the same candidate and a failover, a stream cut after commit, a body, a hedged race with a loser)
 // and checks that every attempt that got slots went through its life to
 // closed, with the gates back to zero.
 func TestAttemptsEndClosed(t *testing.T) {
@@ -148,7 +148,7 @@ func TestAttemptsEndClosed(t *testing.T) {
 	defer sb.Close()
 	h := newHealthRig(t, `
 providers:
-  - { name: a, base_url: "`+sa.URL+`/v1", api_keys: [ka], max_concurrency: 4 }
+  - { name: a, base_url: "`+sa.URL+`/v1", api_keys: [ka], max_concurrency: 4, retry: { backoff: 1ms } }
   - { name: b, base_url: "`+sb.URL+`/v1", api_keys: [kb], max_concurrency: 4 }
 models:
   - name: m
@@ -165,13 +165,14 @@ models:
 	for _, tt := range []struct {
 		name, model, a, b string
 		stream            bool
-		rows              string
+		rows              string // each candidate's last row
+		retries           int    // attempts beyond one per tried candidate
 		lost              bool
 	}{
-		{"failover", "m", "500", "", true, "a:failed b:success", false},
-		{"cut after commit", "m", "cut", "", true, "a:failed b:unused", false},
-		{"body", "m", "body", "", false, "a:success b:unused", false},
-		{"hedged loser", "hm", "slow", "", true, "a:cancelled b:success", true},
+		{"failover after a retry", "m", "500", "", true, "a:failed b:success", 1, false},
+		{"cut after commit", "m", "cut", "", true, "a:failed b:unused", 0, false},
+		{"body", "m", "body", "", false, "a:success b:unused", 0, false},
+		{"hedged loser", "hm", "slow", "", true, "a:cancelled b:success", 0, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			mu.Lock()
@@ -210,7 +211,7 @@ models:
 					t.Fatalf("an attempt ended %s: %v", ms[len(ms)-1], ms)
 				}
 			}
-			if want := strings.Count(tt.rows, ":") - strings.Count(tt.rows, "unused"); lives != want || lost != tt.lost {
+			if want := strings.Count(tt.rows, ":") - strings.Count(tt.rows, "unused") + tt.retries; lives != want || lost != tt.lost {
 				t.Fatalf("%d attempts (lost: %v), want %d (lost: %v)", lives, lost, want, tt.lost)
 			}
 		})

@@ -38,6 +38,8 @@ type ProviderConfig struct {
 	Query          map[string]string `yaml:"query"`
 	Health         HealthConfig      `yaml:"health"`
 	StreamCommit   StreamCommit      `yaml:"stream_commit"`
+	// Retry is the last-resort retry of the same candidate (retry.go).
+	Retry RetryConfig `yaml:"retry"`
 	// Auth is how the keys travel: bearer (default for openai), x-api-key
 	// (default for anthropic), none, or {header: NAME}.
 	Auth AuthConfig `yaml:"auth"`

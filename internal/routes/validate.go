@@ -239,6 +239,9 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 	if p.StreamCommit.Events == 0 {
 		p.StreamCommit.Events = 1
 	}
+	if err := v.retry(&p.Retry, path+".retry"); err != nil {
+		return err
+	}
 	return v.health(&p.Health, path+".health")
 }
 
