@@ -75,8 +75,12 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 		}
 	}
 	for _, p := range planner.Providers() {
-		fmt.Fprintf(out, "provider %s: %s keys=%d max_concurrency=%d queue_budget=%s first_byte=%s total=%s\n",
-			p.Name, p.Origin, len(p.Targets), p.MaxConcurrency, p.QueueBudget, p.FirstByte, p.Total)
+		idle := "off"
+		if p.Idle > 0 {
+			idle = p.Idle.String()
+		}
+		fmt.Fprintf(out, "provider %s: %s keys=%d max_concurrency=%d queue_budget=%s first_byte=%s idle=%s total=%s\n",
+			p.Name, p.Origin, len(p.Targets), p.MaxConcurrency, p.QueueBudget, p.FirstByte, idle, p.Total)
 		if u := p.Endpoint.URLs[upstream.RouteChat]; unusualPath(u) {
 			// A deployment path or a query (Azure's) is part of where
 			// requests go; the line above shows only the origin.
@@ -97,6 +101,11 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 		h := p.Health
 		fmt.Fprintf(out, "  health: failures=%d cooldown=%s max_cooldown=%s auth_cooldown=%s\n",
 			h.Failures, h.Cooldown, h.MaxCooldown, h.AuthCooldown)
+		if r := p.Retry; r.Attempts > 0 {
+			fmt.Fprintf(out, "  retry: attempts=%d backoff=%s max_wait=%s\n", r.Attempts, r.Backoff, r.MaxWait)
+		} else {
+			fmt.Fprintln(out, "  retry: off")
+		}
 		if p.CommitEvents != 1 || p.CommitWithin != 0 {
 			fmt.Fprintf(out, "  stream_commit: events=%d", p.CommitEvents)
 			if p.CommitWithin > 0 {

@@ -90,10 +90,10 @@ models:
       - { provider: backup, priority: 1 }
   - name: plain
     candidates: [{ provider: backup }]
-`, "provider primary: http://127.0.0.1:9 keys=1 max_concurrency=2 queue_budget=100ms first_byte=300ms total=20s\n" +
-			"  health: failures=2 cooldown=5s max_cooldown=1m0s auth_cooldown=5m0s\n" +
-			"provider backup: http://127.0.0.1:10 keys=1 max_concurrency=1 queue_budget=100ms first_byte=1s total=10m0s\n" +
-			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=30s\n" +
+`, "provider primary: http://127.0.0.1:9 keys=1 max_concurrency=2 queue_budget=100ms first_byte=300ms idle=1m0s total=20s\n" +
+			"  health: failures=2 cooldown=5s max_cooldown=1m0s auth_cooldown=5m0s\n  retry: attempts=1 backoff=250ms max_wait=5s\n" +
+			"provider backup: http://127.0.0.1:10 keys=1 max_concurrency=1 queue_budget=100ms first_byte=1s idle=1m0s total=10m0s\n" +
+			"  health: failures=3 cooldown=5s max_cooldown=30s auth_cooldown=30s\n  retry: attempts=1 backoff=250ms max_wait=5s\n" +
 			"model fast: strategy least_latency\n" +
 			"  0. primary/key0-f761d17d/fast (provider primary, target 918943305b46220b, upstream model fast)\n" +
 			"  1. backup/key0-a2de1413/fast (provider backup, target 69ff0b88a356b2ee, upstream model fast)\n" +
@@ -123,16 +123,16 @@ models:
 models:
   - name: m
     candidates: [{ provider: claude }]
-`, "provider claude: http://127.0.0.1:9 keys=1 max_concurrency=2 queue_budget=100ms first_byte=30s total=10m0s\n" +
+`, "provider claude: http://127.0.0.1:9 keys=1 max_concurrency=2 queue_budget=100ms first_byte=30s idle=1m0s total=10m0s\n" +
 			"  format: anthropic auth: x-api-key default_max_tokens=4096\n" +
-			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
-			"provider azure: http://127.0.0.1:10 keys=1 max_concurrency=1 queue_budget=100ms first_byte=30s total=10m0s\n" +
+			"  health: failures=3 cooldown=5s max_cooldown=30s auth_cooldown=5m0s\n  retry: attempts=1 backoff=250ms max_wait=5s\n" +
+			"provider azure: http://127.0.0.1:10 keys=1 max_concurrency=1 queue_budget=100ms first_byte=30s idle=1m0s total=10m0s\n" +
 			"  url: http://127.0.0.1:10/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21&key=REDACTED\n" +
 			"  format: openai auth: header api-key\n" +
-			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
-			"provider local: http://127.0.0.1:11 keys=1 max_concurrency=1 queue_budget=100ms first_byte=30s total=10m0s\n" +
+			"  health: failures=3 cooldown=5s max_cooldown=30s auth_cooldown=5m0s\n  retry: attempts=1 backoff=250ms max_wait=5s\n" +
+			"provider local: http://127.0.0.1:11 keys=1 max_concurrency=1 queue_budget=100ms first_byte=30s idle=1m0s total=10m0s\n" +
 			"  format: openai auth: none\n" +
-			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
+			"  health: failures=3 cooldown=5s max_cooldown=30s auth_cooldown=5m0s\n  retry: attempts=1 backoff=250ms max_wait=5s\n" +
 			"model m: strategy weighted\n" +
 			"  0. claude/key0-f761d17d/m (provider claude, target e061aca836a29af3, upstream model m)\n" +
 			"clients: none, so the API accepts requests without a key\n" +
@@ -172,14 +172,14 @@ models:
   - name: plain
     deadline: 2m
     candidates: [{ provider: backup }]
-`, "provider primary: http://127.0.0.1:9 keys=1 max_concurrency=2 queue_budget=100ms first_byte=300ms total=20s\n" +
-			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
+`, "provider primary: http://127.0.0.1:9 keys=1 max_concurrency=2 queue_budget=100ms first_byte=300ms idle=1m0s total=20s\n" +
+			"  health: failures=3 cooldown=5s max_cooldown=30s auth_cooldown=5m0s\n  retry: attempts=1 backoff=250ms max_wait=5s\n" +
 			"  stream_commit: events=3 within=500ms\n" +
-			"provider backup: http://127.0.0.1:10 keys=1 max_concurrency=1 queue_budget=100ms first_byte=1s total=10m0s\n" +
-			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
+			"provider backup: http://127.0.0.1:10 keys=1 max_concurrency=1 queue_budget=100ms first_byte=1s idle=1m0s total=10m0s\n" +
+			"  health: failures=3 cooldown=5s max_cooldown=30s auth_cooldown=5m0s\n  retry: attempts=1 backoff=250ms max_wait=5s\n" +
 			"  stream_commit: events=1 within=200ms\n" +
-			"provider spare: http://127.0.0.1:11 keys=1 max_concurrency=1 queue_budget=100ms first_byte=1s total=10m0s\n" +
-			"  health: failures=3 cooldown=10s max_cooldown=5m0s auth_cooldown=5m0s\n" +
+			"provider spare: http://127.0.0.1:11 keys=1 max_concurrency=1 queue_budget=100ms first_byte=1s idle=1m0s total=10m0s\n" +
+			"  health: failures=3 cooldown=5s max_cooldown=30s auth_cooldown=5m0s\n  retry: attempts=1 backoff=250ms max_wait=5s\n" +
 			"model chat: strategy weighted, deadline 45s, hedge after p95 (at least 250ms) max 1\n" +
 			"  0. primary/key0-f761d17d/chat (provider primary, target 918943305b46220b, upstream model chat)\n" +
 			"  1. backup/key0-a2de1413/chat (provider backup, target 69ff0b88a356b2ee, upstream model chat)\n" +
@@ -303,7 +303,7 @@ func TestCheckConfigDemoFile(t *testing.T) {
 		"routes file " + demo + ": 2 providers, 1 model, 0 clients\n",
 		"provider primary: http://127.0.0.1:9001 keys=1",
 		"provider backup: http://127.0.0.1:9002 keys=1",
-		"  health: failures=2 cooldown=5s max_cooldown=30s auth_cooldown=5m0s\nprovider backup:",
+		"  health: failures=2 cooldown=5s max_cooldown=30s auth_cooldown=5m0s\n  retry: attempts=1 backoff=250ms max_wait=5s\nprovider backup:",
 		"model gpt-4o-mini: strategy weighted\n  0. primary/key0-",
 		"  1. backup/key0-",
 	} {
