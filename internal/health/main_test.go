@@ -62,15 +62,18 @@ func (tr Transition) short() string {
 	return fmt.Sprintf("%s %s->%s %s", tr.KeyID, tr.From, tr.To, tr.Reason)
 }
 
-// Verdicts as the gateway's classifier would produce them.
+// Verdicts as the gateway's classifier would produce them: a 5xx or a
+// timeout is the model's, a refused dial the provider's, a 401/403 or a
+// key-wide 429 the key's, a plain 429 the (key, model)'s.
 var (
 	success   = Verdict{Success: true}
 	http429   = Verdict{Counts: true, ErrorType: "upstream_http_error", Status: 429}
-	http502   = Verdict{Counts: true, Scope: ScopeProvider, ErrorType: "upstream_http_error", Status: 502}
+	http429K  = Verdict{Counts: true, Scope: ScopeKey, ErrorType: "upstream_http_error", Status: 429}
+	http502   = Verdict{Counts: true, Scope: ScopeModel, ErrorType: "upstream_http_error", Status: 502}
 	connErr   = Verdict{Counts: true, Scope: ScopeProvider, ErrorType: "upstream_connect_error", Status: 502}
-	timeout   = Verdict{Counts: true, Scope: ScopeProvider, ErrorType: "stream_first_byte_timeout", Status: 504}
-	http401   = Verdict{Counts: true, Auth: true, ErrorType: "upstream_http_error", Status: 401}
-	http403   = Verdict{Counts: true, Auth: true, ErrorType: "upstream_http_error", Status: 403}
+	timeout   = Verdict{Counts: true, Scope: ScopeModel, ErrorType: "stream_first_byte_timeout", Status: 504}
+	http401   = Verdict{Counts: true, Scope: ScopeKey, Auth: true, ErrorType: "upstream_http_error", Status: 401}
+	http403   = Verdict{Counts: true, Scope: ScopeKey, Auth: true, ErrorType: "upstream_http_error", Status: 403}
 	http400   = Verdict{ErrorType: "upstream_http_error", Status: 400}
 	cancelled = Verdict{ErrorType: "client_cancelled", Status: 499}
 	admission = Verdict{ErrorType: "gateway_admission_timeout", Status: 429}
@@ -83,5 +86,5 @@ func http429After(d time.Duration) Verdict {
 }
 
 func http503After(d time.Duration) Verdict {
-	return Verdict{Counts: true, Scope: ScopeProvider, RetryAfter: d, ErrorType: "upstream_http_error", Status: 503}
+	return Verdict{Counts: true, Scope: ScopeModel, RetryAfter: d, ErrorType: "upstream_http_error", Status: 503}
 }

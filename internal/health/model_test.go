@@ -16,6 +16,7 @@ import (
 type mTarget struct {
 	tg       *Entry
 	provider string
+	target   string // the key's target: a key-scoped failure reaches its other models
 	healthy  bool
 	until    time.Time
 	failures int
@@ -79,7 +80,7 @@ func (mo *model) done(m *mTarget, v Verdict, probe bool, now time.Time) {
 		}
 	case v.Counts:
 		for _, o := range mo.targets {
-			if o == m || v.Scope == ScopeProvider && o.provider == m.provider {
+			if o == m || v.Scope == ScopeProvider && o.provider == m.provider || v.Scope == ScopeKey && o.target == m.target {
 				mo.fail(o, v, holder && o == m, now)
 			}
 		}
@@ -144,15 +145,21 @@ func runModel(t *testing.T, seed uint64, steps int) {
 	rec := &recorder{}
 	tr := NewTracker(clk, rec.notify)
 	mo := &model{s: s}
-	for i, p := range []string{"p", "p", "p", "q", "q", "r"} {
-		id := fmt.Sprintf("t%d", i)
-		mo.targets = append(mo.targets, &mTarget{tg: tr.Add(p, id, fmt.Sprintf("k%d", i), "", s), provider: p, healthy: true, backoff: s.Cooldown})
+	// Two models on some keys, so that a model's failure must stay on its
+	// entry and a key's must reach the key's other model.
+	for _, e := range []struct{ provider, target, model string }{
+		{"p", "t0", "a"}, {"p", "t0", "b"}, {"p", "t1", "a"}, {"p", "t2", "a"},
+		{"q", "t3", "a"}, {"q", "t3", "b"}, {"q", "t4", "b"}, {"r", "t5", "a"},
+	} {
+		mo.targets = append(mo.targets, &mTarget{tg: tr.Add(e.provider, e.target, "k"+e.target[1:], e.model, s),
+			provider: e.provider, target: e.target, healthy: true, backoff: s.Cooldown})
 	}
 	verdicts := []func() Verdict{
 		func() Verdict { return success },
 		func() Verdict { return success },
 		func() Verdict { return success },
 		func() Verdict { return http429 },
+		func() Verdict { return http429K },
 		func() Verdict { return http429After(sec(0, 400)) },
 		func() Verdict { return http502 },
 		func() Verdict { return connErr },
@@ -178,7 +185,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			m := mo.targets[rng.IntN(len(mo.targets))]
 			ok, probe, until := m.tg.Check()
 			wok, wprobe, wuntil := mo.check(m, now)
-			what = fmt.Sprintf("Check(%s) = %v %v %v", m.tg.id, ok, probe, until)
+			what = fmt.Sprintf("Check(%s) = %v %v %v", m.tg.Key(), ok, probe, until)
 			if ok != wok || probe != wprobe || !until.Equal(wuntil) {
 				t.Fatalf("step %d: %s, model %v %v %v", step, what, wok, wprobe, wuntil)
 			}
@@ -188,7 +195,7 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		case op < 7:
 			m := mo.targets[rng.IntN(len(mo.targets))]
 			probe := m.tg.Force()
-			what = fmt.Sprintf("Force(%s) = %v", m.tg.id, probe)
+			what = fmt.Sprintf("Force(%s) = %v", m.tg.Key(), probe)
 			if want := mo.force(m, now); probe != want {
 				t.Fatalf("step %d: %s, model %v", step, what, want)
 			}
@@ -201,17 +208,17 @@ func runModel(t *testing.T, seed uint64, steps int) {
 			a := inflight[i]
 			inflight = slices.Delete(inflight, i, i+1)
 			if a.probe && rng.IntN(15) == 0 {
-				what = fmt.Sprintf("lose probe of %s", a.m.tg.id)
+				what = fmt.Sprintf("lose probe of %s", a.m.tg.Key())
 				break // the caller never resolves it: only the lease frees it
 			}
 			v := verdicts[rng.IntN(len(verdicts))]()
-			what = fmt.Sprintf("Done(%s, %+v, %v)", a.m.tg.id, v, a.probe)
+			what = fmt.Sprintf("Done(%s, %+v, %v)", a.m.tg.Key(), v, a.probe)
 			a.m.tg.Done(v, a.probe)
 			mo.done(a.m, v, a.probe, now)
 		case op < 15:
 			m := mo.targets[rng.IntN(len(mo.targets))]
 			d := time.Duration(rng.Int64N(int64(3 * time.Second)))
-			what = fmt.Sprintf("FirstByte(%s, %v)", m.tg.id, d)
+			what = fmt.Sprintf("FirstByte(%s, %v)", m.tg.Key(), d)
 			m.tg.FirstByte(d)
 			if m.sampled {
 				m.ewma += alpha * (float64(d) - m.ewma)
@@ -239,25 +246,25 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		now = clk.Now()
 		got := map[string]TargetStatus{}
 		for _, st := range tr.Snapshot() {
-			got[st.Target] = st
+			got[EntryKey(st.Target, st.Model)] = st
 		}
 		trs := map[string][]Transition{}
 		for _, x := range rec.take() {
-			trs[x.TargetID] = append(trs[x.TargetID], x)
+			trs[x.Key()] = append(trs[x.Key()], x)
 		}
 		for i, m := range mo.targets {
-			g := got[m.tg.id]
+			g := got[m.tg.Key()]
 			ws := m.state(now)
 			var wuntil *time.Time
 			if ws != Healthy {
 				wuntil = &m.until
 			}
 			if g.State != ws || g.ConsecutiveFailures != m.failures || !sameTime(g.CooldownUntil, wuntil) || g.LastErrorType != m.lastErr {
-				t.Fatalf("step %d after %s: %s is %s, %d failures, until %v, last %q; model %s, %d, %v, %q", step, what, m.tg.id,
+				t.Fatalf("step %d after %s: %s is %s, %d failures, until %v, last %q; model %s, %d, %v, %q", step, what, m.tg.Key(),
 					g.State, g.ConsecutiveFailures, fmtTime(g.CooldownUntil), g.LastErrorType, ws, m.failures, fmtTime(wuntil), m.lastErr)
 			}
 			if (g.EWMAFirstByteMS != nil) != m.sampled || m.sampled && math.Abs(*g.EWMAFirstByteMS*1e6-m.ewma) > 10 {
-				t.Fatalf("step %d after %s: %s ewma %v ms, model %v ns (sampled %v)", step, what, m.tg.id, g.EWMAFirstByteMS, m.ewma, m.sampled)
+				t.Fatalf("step %d after %s: %s ewma %v ms, model %v ns (sampled %v)", step, what, m.tg.Key(), g.EWMAFirstByteMS, m.ewma, m.sampled)
 			}
 			var want []string
 			if prev[i] != ws {
@@ -272,11 +279,11 @@ func runModel(t *testing.T, seed uint64, steps int) {
 				want = []string{fmt.Sprintf("%s->%s %s %v", prev[i], ws, reason, until)}
 			}
 			var gotTrs []string
-			for _, x := range trs[m.tg.id] {
+			for _, x := range trs[m.tg.Key()] {
 				gotTrs = append(gotTrs, fmt.Sprintf("%s->%s %s %v", x.From, x.To, x.Reason, x.Until))
 			}
 			if !slices.Equal(gotTrs, want) {
-				t.Fatalf("step %d after %s: %s notified %q, model %q", step, what, m.tg.id, gotTrs, want)
+				t.Fatalf("step %d after %s: %s notified %q, model %q", step, what, m.tg.Key(), gotTrs, want)
 			}
 			prev[i] = ws
 		}

@@ -125,7 +125,7 @@ func TestPolicy(t *testing.T) {
 		},
 		{
 			name:  "provider-scoped failures count for every key of the provider and no other",
-			steps: []step{do("a", http502), do("b", connErr), adv(time.Second), do("a", timeout)},
+			steps: []step{do("a", provider(http502)), do("b", connErr), adv(time.Second), do("a", provider(timeout))},
 			want: map[string]want{
 				"a": {Cooling, 3, 11 * time.Second, "stream_first_byte_timeout"},
 				"b": {Cooling, 3, 11 * time.Second, "stream_first_byte_timeout"},
@@ -134,7 +134,7 @@ func TestPolicy(t *testing.T) {
 		},
 		{
 			name:  "a success of one key does not reset the other's provider-scoped count",
-			steps: []step{do("a", http502, http502), do("b", success), do("a", success)},
+			steps: []step{do("a", provider(http502), provider(http502)), do("b", success), do("a", success)},
 			want:  map[string]want{"b": {Healthy, 0, 0, "upstream_http_error"}, "a": {Healthy, 0, 0, "upstream_http_error"}},
 		},
 		{
@@ -150,8 +150,8 @@ func TestPolicy(t *testing.T) {
 			trs:   []string{"a healthy->cooling retry_after"},
 		},
 		{
-			name:  "Retry-After on a 503 cools the whole provider at once",
-			steps: []step{do("b", http503After(20*time.Second))},
+			name:  "Retry-After on a provider-scoped 503 cools the whole provider at once",
+			steps: []step{do("b", provider(http503After(20*time.Second)))},
 			want: map[string]want{
 				"a": {Cooling, 1, 20 * time.Second, "upstream_http_error"},
 				"b": {Cooling, 1, 20 * time.Second, "upstream_http_error"},
@@ -279,7 +279,7 @@ func TestPolicy(t *testing.T) {
 			name: "a probe's provider-scoped failure re-cools it and counts for its siblings",
 			steps: []step{
 				do("a", http429, http429, http429), adv(10 * time.Second), check("a", true, true, 0),
-				probeDone("a", http502),
+				probeDone("a", provider(http502)),
 			},
 			want: map[string]want{
 				"a": {Cooling, 4, 30 * time.Second, "upstream_http_error"},
@@ -291,7 +291,7 @@ func TestPolicy(t *testing.T) {
 			name: "a 503 Retry-After on a probe cools for the longer of it and the doubled cooldown",
 			steps: []step{
 				do("a", http429, http429, http429), adv(10 * time.Second), check("a", true, true, 0),
-				probeDone("a", http503After(time.Minute)),
+				probeDone("a", provider(http503After(time.Minute))),
 			},
 			want: map[string]want{
 				"a": {Cooling, 4, 70 * time.Second, "upstream_http_error"},
@@ -388,7 +388,7 @@ func TestOneProbeAtATime(t *testing.T) {
 // transition: the target, the cooldown's end and the verdict behind it.
 func TestTransitionCarriesCause(t *testing.T) {
 	h := newHarness(t, fast)
-	h.tg["b"].Done(http503After(20*time.Second), false)
+	h.tg["b"].Done(provider(http503After(20*time.Second)), false)
 	trs := h.rec.take()
 	if len(trs) != 2 {
 		t.Fatalf("%d transitions, want 2", len(trs))
@@ -400,5 +400,34 @@ func TestTransitionCarriesCause(t *testing.T) {
 	}
 	if trs[1].TargetID != "t-a" || trs[1].Status != 503 || !trs[1].Until.Equal(want.Until) {
 		t.Errorf("sibling transition %+v, want t-a until %v status 503", trs[1], want.Until)
+	}
+}
+
+// provider is v reaching every entry of its provider, as a transport
+// failure's does: the spreading these cases test is the scope's, whatever
+// the status.
+func provider(v Verdict) Verdict {
+	v.Scope = ScopeProvider
+	return v
+}
+
+// TestModelFailureStaysOnItsEntry: a model's failures, a plain 429's
+// Retry-After and a model's 503 Retry-After cool their entry alone; a key's
+// 401 reaches the key's other model and no other key.
+func TestModelFailureStaysOnItsEntry(t *testing.T) {
+	clk := newFakeClock()
+	tr := NewTracker(clk, nil)
+	a4o := tr.Add("p", "ta", "a", "gpt-4o", fast)
+	aMini := tr.Add("p", "ta", "a", "gpt-4o-mini", fast)
+	b4o := tr.Add("p", "tb", "b", "gpt-4o", fast)
+	for _, v := range []Verdict{http502, timeout, http429After(time.Minute), http503After(time.Minute)} {
+		a4o.Done(v, false)
+	}
+	if a4o.State() != Cooling || aMini.State() != Healthy || b4o.State() != Healthy {
+		t.Fatalf("after a model's failures: %v %v %v, want cooling healthy healthy", a4o.State(), aMini.State(), b4o.State())
+	}
+	a4o.Done(http401, false)
+	if aMini.State() != Cooling || b4o.State() != Healthy {
+		t.Fatalf("after a key's 401: mini %v, other key %v, want cooling and healthy", aMini.State(), b4o.State())
 	}
 }
