@@ -27,11 +27,12 @@ func TestFailoverAcrossFormats(t *testing.T) {
 	_, gptURL := mockServer(t, mockupstream.Behavior{Identity: "gpt", Chunks: 3, Usage: true})
 	g := startFormats(t, `
 providers:
-  - { name: broken, base_url: "`+brokenURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
+  # retry: { attempts: 0 }: these cases test the failover itself, not the retry before it
+  - { name: broken, base_url: "`+brokenURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, retry: { attempts: 0 } }
   - { name: slow, base_url: "`+slowURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, timeouts: { first_byte: 300ms } }
-  - { name: claude, format: anthropic, base_url: "`+claudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
-  - { name: overloaded, format: anthropic, base_url: "`+overloadedURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
-  - { name: gpt, base_url: "`+gptURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
+  - { name: claude, format: anthropic, base_url: "`+claudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, retry: { attempts: 0 } }
+  - { name: overloaded, format: anthropic, base_url: "`+overloadedURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, retry: { attempts: 0 } }
+  - { name: gpt, base_url: "`+gptURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, retry: { attempts: 0 } }
 models:
   - name: after-500
     candidates: [{ provider: broken }, { provider: claude, priority: 1 }]
@@ -109,9 +110,10 @@ func TestEmbeddingsAndResponses(t *testing.T) {
 	_, claudeURL := mockServer(t, mockupstream.Behavior{Identity: "claude"})
 	g := startFormats(t, `
 providers:
-  - { name: broken, base_url: "`+brokenURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
-  - { name: backup, base_url: "`+backupURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
-  - { name: claude, format: anthropic, base_url: "`+claudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
+  # retry: { attempts: 0 }: these cases test the failover itself, not the retry before it
+  - { name: broken, base_url: "`+brokenURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, retry: { attempts: 0 } }
+  - { name: backup, base_url: "`+backupURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, retry: { attempts: 0 } }
+  - { name: claude, format: anthropic, base_url: "`+claudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, retry: { attempts: 0 } }
 models:
   - name: m
     candidates: [{ provider: claude }, { provider: broken, priority: 1 }, { provider: backup, priority: 2, model: up-m }]
@@ -242,10 +244,11 @@ func TestStreamErrorsAcrossFormats(t *testing.T) {
 	_, cutGPTURL := mockServer(t, mockupstream.Behavior{Identity: "cutgpt", Chunks: 5, ErrorAfterChunks: 2})
 	g := startFormats(t, `
 providers:
+  # retry: { attempts: 0 }: these cases test the failover itself, not the retry before it
   - { name: held, format: anthropic, base_url: "`+heldURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, stream_commit: { events: 3 } }
-  - { name: claude, format: anthropic, base_url: "`+claudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
-  - { name: cutclaude, format: anthropic, base_url: "`+cutClaudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
-  - { name: cutgpt, base_url: "`+cutGPTURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
+  - { name: claude, format: anthropic, base_url: "`+claudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, retry: { attempts: 0 } }
+  - { name: cutclaude, format: anthropic, base_url: "`+cutClaudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, retry: { attempts: 0 } }
+  - { name: cutgpt, base_url: "`+cutGPTURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, retry: { attempts: 0 } }
 models:
   - name: before-commit
     candidates: [{ provider: held }, { provider: claude, priority: 1 }]
@@ -323,8 +326,9 @@ func TestTranslationRefusedAfterFailover(t *testing.T) {
 	claude, claudeURL := mockServer(t, mockupstream.Behavior{Identity: "claude"})
 	g := startFormats(t, `
 providers:
-  - { name: broken, base_url: "`+brokenURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
-  - { name: claude, format: anthropic, base_url: "`+claudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
+  # retry: { attempts: 0 }: these cases test the failover itself, not the retry before it
+  - { name: broken, base_url: "`+brokenURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, retry: { attempts: 0 } }
+  - { name: claude, format: anthropic, base_url: "`+claudeURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4, retry: { attempts: 0 } }
 models:
   - name: m
     candidates: [{ provider: broken }, { provider: claude, priority: 1 }]

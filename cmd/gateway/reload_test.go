@@ -279,10 +279,13 @@ func TestReloadFollowsNewRoutes(t *testing.T) {
 			if got := alpha.Stats().Requests - alphaBefore; got != 3 {
 				t.Errorf("alpha served %d of the 3 requests", got)
 			}
-			var targets []struct{ Provider string }
+			// Health is per (key, upstream model): alpha's key serves m1 and
+			// m2, and beta's entry is gone.
+			var targets []struct{ Provider, Model string }
 			g.adminGet(t, "/admin/health", &targets)
-			if len(targets) != 1 || targets[0].Provider != "alpha" {
-				t.Errorf("/admin/health after removing beta: %+v", targets)
+			if len(targets) != 2 || targets[0] != (struct{ Provider, Model string }{"alpha", "m1"}) ||
+				targets[1] != (struct{ Provider, Model string }{"alpha", "m2"}) {
+				t.Errorf("/admin/health after removing beta: %+v, want alpha's m1 and m2", targets)
 			}
 			var triggers []any
 			for _, rec := range g.logs.records() {

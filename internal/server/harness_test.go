@@ -69,6 +69,11 @@ type setup struct {
 	backup       mockupstream.Behavior
 	log          io.Writer // the gateway's log (text, debug level); discarded when nil
 	sendBuffer   int       // SO_SNDBUF of each client connection the gateway accepts; 0: the system's
+	// retry keeps the providers' default last-resort retry. These tests are
+	// about failover, records and health, so it is off unless asked for or
+	// the routes write a retry block; the retry has its own tests
+	// (internal/candidates, cmd/gateway's failover matrix).
+	retry bool
 }
 
 // gateway is one real gateway on loopback between a test and two mocks.
@@ -131,6 +136,11 @@ func start(t *testing.T, s setup) *gateway {
 	routes, err := routes.Parse([]byte(yaml), lookup)
 	if err != nil {
 		t.Fatalf("routes: %v\n%s", err, yaml)
+	}
+	if !s.retry && !strings.Contains(yaml, "retry:") {
+		for i := range routes.Providers {
+			routes.Providers[i].Retry.Attempts = 0
+		}
 	}
 	var logw io.Writer = io.Discard
 	if s.log != nil {
