@@ -1,0 +1,459 @@
+package upstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/llmgw/gateway/internal/jsontext"
+)
+
+// Resuming a stream cut after its commit point (docs/architecture.md,
+// "Resuming a cut stream"): a Stitch watches what a resumable stream relays
+// (its text, whether a tool call or another kind of block opened, the
+// answer's id and model), and once the loop has started a continuation on
+// the next candidate with that text as a trailing assistant message
+// (ChatRequest.BuildPrefill), it rewrites the continuation's events so that
+// the client sees one message: the first answer's id and model, no second
+// role chunk or message_start/content_block_start, block indexes following
+// the first answer's, usage summed. Only pass-through streams are stitched
+// (an OpenAI chat client on an openai provider, an Anthropic client on an
+// anthropic one): the client's events are the provider's, so what was
+// relayed is exactly what the continuation is asked to continue.
+
+// ErrRepeats is a continuation that began by repeating text the client
+// already has (or did not continue the open text block): it is never
+// stitched, the stream ends with its error frame.
+var ErrRepeats = errors.New("the continuation repeats the relayed answer")
+
+// Stitch is one resumable stream's record of what reached its client and,
+// after a resume, the rewriter of the continuation. The zero value is
+// unused; ChatRequest.Stitch readies one.
+type Stitch struct {
+	kind passKind // passChat or passMessages
+	text []byte   // the text relayed so far, both parts
+	tool bool     // a tool call, or a block that is not text, was relayed
+	id   []byte   // the first answer's id, as a JSON string
+	mdl  []byte   // the first answer's model, as a JSON string
+	// messages: the index of the last block started, and whether it is an
+	// open text block (a cut inside it is resumable)
+	index int
+	open  bool
+
+	cont     bool // rewriting a continuation
+	seenText bool // the continuation's first text went by (and was checked)
+	prior    Usage
+	hasPrior bool
+	contIn   int64 // the continuation's input tokens (its message_start)
+	scratch  []byte
+	buf      []byte // the rewritten event
+}
+
+// Stitch readies s for an attempt on ep and returns it, or nil when a
+// stream of this request on ep cannot be resumed (translated, or not a
+// chat or messages stream).
+func (r *ChatRequest) Stitch(ep *Endpoint, s *Stitch) *Stitch {
+	if !r.Stream || ep.Translates(r.Route) {
+		return nil
+	}
+	kind := passChat
+	switch {
+	case r.Route == RouteMessages && ep.Format == FormatAnthropic:
+		kind = passMessages
+	case r.Route != RouteChat || ep.Format != FormatOpenAI:
+		return nil
+	}
+	*s = Stitch{kind: kind, text: s.text[:0], id: s.id[:0], mdl: s.mdl[:0], scratch: s.scratch[:0], buf: s.buf[:0], index: -1}
+	return s
+}
+
+// CanContinue reports whether a continuation may be asked of ep: the same
+// format as the first answer, passed through, and able to take a prefill
+// (anthropic natively, openai only with the routes file's prefill: true).
+func (s *Stitch) CanContinue(ep *Endpoint) bool {
+	if !ep.Prefill {
+		return false
+	}
+	if s.kind == passMessages {
+		return ep.Format == FormatAnthropic
+	}
+	return ep.Format == FormatOpenAI
+}
+
+// Sum is the usage of the whole answer: u, the last part's, plus the
+// parts' before it.
+func (s *Stitch) Sum(u Usage, has bool) (Usage, bool) {
+	if !s.hasPrior {
+		return u, has
+	}
+	if !has {
+		return s.prior, true
+	}
+	return Usage{PromptTokens: u.PromptTokens + s.prior.PromptTokens, CompletionTokens: u.CompletionTokens + s.prior.CompletionTokens,
+		TotalTokens: u.TotalTokens + s.prior.TotalTokens}, true
+}
+
+// Resumable reports whether the stream relayed so far may be continued:
+// some text, no tool call, and (messages) its text block still open.
+func (s *Stitch) Resumable() bool {
+	if s.tool || len(bytes.TrimSpace(s.text)) == 0 || len(s.id) == 0 {
+		return false
+	}
+	return s.kind == passChat || s.open
+}
+
+// Text is the text relayed so far.
+func (s *Stitch) Text() string { return string(s.text) }
+
+// Continue switches s to rewriting a continuation; prior is the usage the
+// parts before it reported (has: any).
+func (s *Stitch) Continue(prior Usage, has bool) {
+	if has {
+		if s.hasPrior {
+			prior = Usage{PromptTokens: prior.PromptTokens + s.prior.PromptTokens,
+				CompletionTokens: prior.CompletionTokens + s.prior.CompletionTokens,
+				TotalTokens:      prior.TotalTokens + s.prior.TotalTokens}
+		}
+		s.prior, s.hasPrior = prior, true
+	}
+	s.cont, s.seenText, s.contIn = true, false, 0
+}
+
+// Prior is the usage of the parts before the continuation.
+func (s *Stitch) Prior() (Usage, bool) { return s.prior, s.hasPrior }
+
+// Event watches one relayed event of the stream and, during a
+// continuation, returns what the client gets instead of out (the reader's
+// bytes for the event): nothing for an event that would open a second
+// message, else the event with the first answer's id, model, block index
+// and the summed usage. The bytes are valid until the next call.
+func (s *Stitch) Event(out []byte) ([]byte, error) {
+	b, err := s.event(s.buf[:0], out)
+	if err == nil && !sameBacking(b, out) && cap(b) > cap(s.buf) {
+		s.buf = b[:0] // grown: keep the larger buffer
+	}
+	return b, err
+}
+
+// sameBacking reports whether a and b end in the same array.
+func sameBacking(a, b []byte) bool {
+	return cap(a) > 0 && cap(b) > 0 && &a[:cap(a)][cap(a)-1] == &b[:cap(b)][cap(b)-1]
+}
+
+func (s *Stitch) event(dst, out []byte) ([]byte, error) {
+	if len(out) == 0 {
+		return out, nil
+	}
+	var f EventFields
+	f, _, s.scratch = nextEvent(out, s.scratch)
+	if !f.HasData {
+		return out, nil
+	}
+	if s.kind == passMessages {
+		return s.messagesEvent(dst, out, f)
+	}
+	return s.chatEvent(dst, out, f.Data)
+}
+
+type chatChunk struct {
+	ID      json.RawMessage `json:"id"`
+	Model   json.RawMessage `json:"model"`
+	Choices []struct {
+		Delta struct {
+			Role         *string         `json:"role"`
+			Content      *string         `json:"content"`
+			ToolCalls    json.RawMessage `json:"tool_calls"`
+			FunctionCall json.RawMessage `json:"function_call"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage json.RawMessage `json:"usage"`
+}
+
+func (s *Stitch) chatEvent(dst, out, d []byte) ([]byte, error) {
+	if isDoneData(d) {
+		return out, nil
+	}
+	var c chatChunk
+	if json.Unmarshal(d, &c) != nil {
+		return out, nil
+	}
+	text, role := "", false
+	for _, ch := range c.Choices {
+		if len(ch.Delta.ToolCalls) > 0 && string(ch.Delta.ToolCalls) != "null" ||
+			len(ch.Delta.FunctionCall) > 0 && string(ch.Delta.FunctionCall) != "null" {
+			s.tool = true
+		}
+		if ch.Delta.Content != nil {
+			text += *ch.Delta.Content
+		}
+		role = role || ch.Delta.Role != nil
+	}
+	if !s.cont {
+		if len(s.id) == 0 && len(c.ID) > 0 {
+			s.id, s.mdl = append(s.id[:0], c.ID...), append(s.mdl[:0], c.Model...)
+		}
+		s.text = append(s.text, text...)
+		return out, nil
+	}
+	if role && text == "" && len(c.Choices) == 1 && c.Choices[0].FinishReason == nil && !s.tool {
+		return dst[:0], nil // the continuation's role chunk: the client has one
+	}
+	if err := s.checkStart(text); err != nil {
+		return nil, err
+	}
+	s.text = append(s.text, text...)
+	b := append([]byte(nil), d...)
+	b = spliceMember(b, `"id"`, s.id)
+	b = spliceMember(b, `"model"`, s.mdl)
+	if s.hasPrior && len(c.Usage) > 0 && c.Usage[0] == '{' {
+		var w wideUsage
+		if json.Unmarshal(c.Usage, &w) == nil {
+			u := w.usage()
+			sum := []byte(`{"prompt_tokens":` + strconv.FormatInt(u.PromptTokens+s.prior.PromptTokens, 10) +
+				`,"completion_tokens":` + strconv.FormatInt(u.CompletionTokens+s.prior.CompletionTokens, 10) +
+				`,"total_tokens":` + strconv.FormatInt(u.TotalTokens+s.prior.TotalTokens, 10) + `}`)
+			b = spliceMember(b, `"usage"`, sum)
+		}
+	}
+	dst = append(dst[:0], "data: "...)
+	dst = append(dst, b...)
+	return append(dst, "\n\n"...), nil
+}
+
+type messagesEvent struct {
+	Index        *int `json:"index"`
+	ContentBlock *struct {
+		Type string `json:"type"`
+	} `json:"content_block"`
+	Delta *struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"delta"`
+	Message *struct {
+		ID    json.RawMessage `json:"id"`
+		Model json.RawMessage `json:"model"`
+		Usage *wideUsage      `json:"usage"`
+	} `json:"message"`
+	Usage *wideUsage `json:"usage"`
+}
+
+func (s *Stitch) messagesEvent(dst, out []byte, f EventFields) ([]byte, error) {
+	name := string(f.Name)
+	var e messagesEvent
+	switch name {
+	case "message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta":
+		if json.Unmarshal(f.Data, &e) != nil {
+			return out, nil
+		}
+	case "ping":
+		if s.cont {
+			return dst[:0], nil
+		}
+		return out, nil
+	default:
+		return out, nil
+	}
+	if !s.cont {
+		switch name {
+		case "message_start":
+			if e.Message != nil {
+				s.id, s.mdl = append(s.id[:0], e.Message.ID...), append(s.mdl[:0], e.Message.Model...)
+			}
+		case "content_block_start":
+			if e.Index != nil {
+				s.index = *e.Index
+			}
+			s.open = e.ContentBlock != nil && e.ContentBlock.Type == "text"
+			s.tool = s.tool || !s.open
+		case "content_block_delta":
+			if e.Delta != nil && e.Delta.Type == "text_delta" {
+				s.text = append(s.text, e.Delta.Text...)
+			}
+		case "content_block_stop":
+			s.open = false
+		}
+		return out, nil
+	}
+	base := s.index // the continuation's block 0 goes on the open text block
+	switch name {
+	case "message_start":
+		if e.Message != nil && e.Message.Usage != nil {
+			s.contIn = e.Message.Usage.usage().PromptTokens
+		}
+		return dst[:0], nil
+	case "content_block_start":
+		if e.Index != nil && *e.Index == 0 {
+			if e.ContentBlock == nil || e.ContentBlock.Type != "text" {
+				return nil, ErrRepeats // not a continuation of the open text
+			}
+			return dst[:0], nil
+		}
+		if e.ContentBlock != nil && e.ContentBlock.Type != "text" {
+			s.tool = true
+		}
+	case "content_block_delta":
+		if e.Delta != nil && e.Delta.Type == "text_delta" {
+			if err := s.checkStart(e.Delta.Text); err != nil {
+				return nil, err
+			}
+			s.text = append(s.text, e.Delta.Text...)
+		}
+	}
+	b := append([]byte(nil), f.Data...)
+	if e.Index != nil {
+		b = spliceMember(b, `"index"`, strconv.AppendInt(nil, int64(base+*e.Index), 10))
+	}
+	if name == "message_delta" && e.Usage != nil {
+		in := s.contIn + s.prior.PromptTokens
+		outTok := e.Usage.OutputTokens + s.prior.CompletionTokens
+		b = spliceMember(b, `"usage"`, []byte(`{"input_tokens":`+strconv.FormatInt(in, 10)+
+			`,"output_tokens":`+strconv.FormatInt(outTok, 10)+`}`))
+	}
+	dst = appendNamed(dst[:0], name)
+	dst = append(dst, b...)
+	return append(dst, "\n\n"...), nil
+}
+
+func appendNamed(dst []byte, name string) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	return append(dst, "\ndata: "...)
+}
+
+// checkStart checks the continuation's first text (not only whitespace)
+// against what was relayed: a continuation that starts the way the answer
+// started (the fallback answered afresh), or that starts with the relayed
+// text's last words (it repeats where it was asked to go on), is not
+// stitched.
+func (s *Stitch) checkStart(text string) error {
+	if s.seenText {
+		return nil
+	}
+	p := strings.TrimLeft(text, " \t\r\n")
+	if p == "" {
+		return nil // decided by the first text that says something
+	}
+	s.seenText = true
+	if repeats(string(s.text), p) {
+		return ErrRepeats
+	}
+	return nil
+}
+
+// repeats reports whether p, the first text of a continuation (leading
+// space trimmed), repeats relayed: one is a prefix of the other as the
+// answer began, or p starts with relayed's last characters, or p is what
+// relayed ends with.
+func repeats(relayed, p string) bool {
+	r := strings.TrimLeft(relayed, " \t\r\n")
+	if n := min(len(p), len(r)); n > 0 && p[:n] == r[:n] {
+		return true
+	}
+	end := strings.TrimRight(relayed, " \t\r\n")
+	if q := strings.TrimRight(p, " \t\r\n"); len(q) >= 2 && strings.HasSuffix(end, q) {
+		return true
+	}
+	tail := end[max(0, len(end)-tailLen):]
+	if i := strings.IndexAny(tail, " \t\r\n"); i >= 0 && len(end) > tailLen {
+		tail = tail[i+1:] // from a word's start
+	}
+	return len(tail) >= 4 && strings.HasPrefix(p, tail)
+}
+
+// tailLen is how much of the relayed text's end a continuation may not
+// start with.
+const tailLen = 24
+
+// spliceMember replaces the value of the top-level member key (quoted) of
+// the JSON object b with val; b is returned unchanged without one.
+func spliceMember(b []byte, key string, val []byte) []byte {
+	i := jsontext.SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return b
+	}
+	i = jsontext.SkipSpace(b, i+1)
+	for i < len(b) && b[i] == '"' {
+		ke := jsontext.SkipString(b, i)
+		k := b[i:ke]
+		i = jsontext.SkipSpace(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return b
+		}
+		vs := jsontext.SkipSpace(b, i+1)
+		ve := jsontext.SkipValue(b, vs)
+		if string(k) == key {
+			out := make([]byte, 0, len(b)-(ve-vs)+len(val))
+			out = append(append(append(out, b[:vs]...), val...), b[ve:]...)
+			return out
+		}
+		i = jsontext.SkipSpace(b, ve)
+		if i >= len(b) || b[i] != ',' {
+			return b
+		}
+		i = jsontext.SkipSpace(b, i+1)
+	}
+	return b
+}
+
+// BuildPrefill sets call's URL and Body for a continuation on ep: the
+// request as Build makes it for a pass-through attempt, with text appended
+// to its messages as a trailing assistant message. Anthropic refuses a
+// prefill that ends with whitespace, so it is trimmed there.
+func (r *ChatRequest) BuildPrefill(ep *Endpoint, model, text string, call *Call) error {
+	if ep.Translates(r.Route) || (r.Route != RouteChat && r.Route != RouteMessages) {
+		return &RequestError{Message: "a translated stream is not resumed"}
+	}
+	if ep.Format == FormatAnthropic {
+		text = strings.TrimRight(text, " \t\r\n")
+	}
+	body := r.bodyFor(ep, model)
+	msg := append([]byte(`{"role":"assistant","content":`), jsontext.AppendString(nil, text)...)
+	msg = append(msg, '}')
+	out, ok := appendMessage(body, msg)
+	if !ok {
+		return &RequestError{Param: "messages", Message: "messages is not an array"}
+	}
+	call.URL, call.Body = ep.URLs[r.Route], out
+	return nil
+}
+
+// appendMessage returns a copy of body with msg appended to its top-level
+// messages array.
+func appendMessage(body, msg []byte) ([]byte, bool) {
+	i := jsontext.SkipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, false
+	}
+	i = jsontext.SkipSpace(body, i+1)
+	for i < len(body) && body[i] == '"' {
+		ke := jsontext.SkipString(body, i)
+		k := body[i:ke]
+		i = jsontext.SkipSpace(body, ke)
+		if i >= len(body) || body[i] != ':' {
+			return nil, false
+		}
+		vs := jsontext.SkipSpace(body, i+1)
+		ve := jsontext.SkipValue(body, vs)
+		if string(k) == `"messages"` {
+			if vs >= len(body) || body[vs] != '[' || body[ve-1] != ']' {
+				return nil, false
+			}
+			out := make([]byte, 0, len(body)+len(msg)+1)
+			out = append(out, body[:ve-1]...)
+			if jsontext.SkipSpace(body, vs+1) != ve-1 {
+				out = append(out, ',')
+			}
+			out = append(append(out, msg...), body[ve-1:]...)
+			return out, true
+		}
+		i = jsontext.SkipSpace(body, ve)
+		if i >= len(body) || body[i] != ',' {
+			return nil, false
+		}
+		i = jsontext.SkipSpace(body, i+1)
+	}
+	return nil, false
+}
