@@ -35,6 +35,7 @@ type completion struct {
 	// usageNull ends every chunk before the usage chunk with "usage":null,
 	// as OpenAI does when stream_options.include_usage is true.
 	usageNull bool
+	from      int // the first content chunk sent: a prefill's continuation (prefill.go); 0 is 1
 }
 
 // closeChunk ends a chunk's choices array and the chunk.
