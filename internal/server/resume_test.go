@@ -1,0 +1,270 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/jackc/pgx/v5"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/llmgw/gateway/internal/mockupstream"
+)
+
+// resumeRoutes: a route with resume, the primary then a backup that takes
+// a prefill. %[3]s is the backup's format block (prefill: true for openai).
+const resumeRoutes = `
+providers:
+  - name: primary
+    %[3]s
+    base_url: %[1]s/v1
+    api_keys: ["${PRIMARY_KEY}"]
+    max_concurrency: 8
+  - name: backup
+    %[3]s
+    base_url: %[2]s/v1
+    api_keys: ["${BACKUP_KEY}"]
+    max_concurrency: 8
+    prefill: true
+models:
+  - name: gpt-4o-mini
+    resume: { attempts: 1 }
+    candidates:
+      - { provider: primary, model: up-primary-mini, priority: 0 }
+      - { provider: backup, model: up-backup-mini, priority: 1 }
+`
+
+// anthropicResumeRoutes is resumeRoutes for two anthropic providers, which
+// take a prefill without a flag.
+var anthropicResumeRoutes = strings.Replace(resumeRoutes, "    prefill: true\n", "", 1)
+
+const resumeChunks, resumeCutAt = 60, 40
+
+// wholeAnswer is the mock's answer of n chunks ("mock" is both mocks'
+// identity: one model served by two providers).
+func wholeAnswer(n int) string {
+	var b strings.Builder
+	b.WriteString("Hello from mock chunk 1")
+	for i := 2; i <= n; i++ {
+		fmt.Fprintf(&b, " %d", i)
+	}
+	return b.String()
+}
+
+func startResume(t *testing.T, anthropicFormat bool, backup mockupstream.Behavior) *gateway {
+	t.Helper()
+	routes, format := resumeRoutes, ""
+	if anthropicFormat {
+		routes, format = anthropicResumeRoutes, "format: anthropic"
+	}
+	backup.Identity, backup.Chunks, backup.Usage = "mock", resumeChunks, true
+	return start(t, setup{db: true, routes: routes, primaryExtra: format,
+		primary: mockupstream.Behavior{Identity: "mock", Chunks: resumeChunks, ResetAfterChunks: resumeCutAt, Usage: true},
+		backup:  backup})
+}
+
+// resumeRows reads the request's candidate rows with resumed_from, once
+// settled ("<status>/<error_type>/<resumed_from or ->").
+func (g *gateway) resumeRows(t *testing.T, id string) []string {
+	t.Helper()
+	g.ledger(t, id)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, g.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rs, err := conn.Query(ctx, `SELECT status, coalesce(error_type, ''), resumed_from FROM request_candidates
+		WHERE request_id = $1 ORDER BY candidate_index`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var out []string
+	for rs.Next() {
+		var status, et string
+		var from *int32
+		if err := rs.Scan(&status, &et, &from); err != nil {
+			t.Fatal(err)
+		}
+		f := "-"
+		if from != nil {
+			f = fmt.Sprint(*from)
+		}
+		out = append(out, status+"/"+et+"/"+f)
+	}
+	return out
+}
+
+func wantStrings(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("%s: %q, want %q", what, got, want)
+	}
+}
+
+// TestResumeOpenAIClient: a chat stream cut after 40 chunks on a route with
+// resume reaches the official OpenAI client as one complete answer, the
+// two parts without overlap or gap, under the first answer's id and model;
+// the rows say what happened.
+func TestResumeOpenAIClient(t *testing.T) {
+	g := startResume(t, false, mockupstream.Behavior{})
+	var id string
+	c := openai.NewClient(option.WithBaseURL(g.URL+"/v1/"), option.WithAPIKey("client-SENTINEL-token"),
+		option.WithMaxRetries(0), option.WithHTTPClient(g.client),
+		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			resp, err := next(r)
+			if resp != nil {
+				id = resp.Header.Get("X-Request-Id")
+			}
+			return resp, err
+		}))
+	stream := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: "gpt-4o-mini", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
+	var acc openai.ChatCompletionAccumulator
+	ids, models := map[string]bool{}, map[string]bool{}
+	for stream.Next() {
+		ch := stream.Current()
+		acc.AddChunk(ch)
+		ids[ch.ID], models[ch.Model] = true, true
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if got, want := acc.Choices[0].Message.Content, wholeAnswer(resumeChunks); got != want {
+		t.Fatalf("answer\n%q\nwant\n%q", got, want)
+	}
+	if len(ids) != 1 || len(models) != 1 || !models["up-primary-mini"] {
+		t.Errorf("chunk ids %v, models %v: want the first answer's one id and model", ids, models)
+	}
+	if acc.Choices[0].FinishReason != "stop" || acc.Usage.CompletionTokens != resumeChunks {
+		t.Errorf("finish %q, usage %+v", acc.Choices[0].FinishReason, acc.Usage)
+	}
+	if prefill := g.Backup.LastRequest().Body; !strings.Contains(string(prefill), `{"role":"assistant","content":"`+wholeAnswer(resumeCutAt)+`"}]`) {
+		t.Errorf("backup got %s, want the relayed text as a trailing assistant message", prefill)
+	}
+	wantStrings(t, "rows", g.resumeRows(t, id), "failed/stream_interrupted/-", "success//0")
+	req, _ := g.ledger(t, id)
+	if req.Status != "success" || req.TotalTokens == nil {
+		t.Errorf("request %s, total tokens %v", req.Status, req.TotalTokens)
+	}
+	code, body := g.get(t, "/admin/requests/"+id, true)
+	var tl struct {
+		Candidates []struct {
+			ResumedFrom *int `json:"resumed_from"`
+		} `json:"candidates"`
+	}
+	if err := json.Unmarshal(body, &tl); code != 200 || err != nil || len(tl.Candidates) != 2 ||
+		tl.Candidates[0].ResumedFrom != nil || tl.Candidates[1].ResumedFrom == nil || *tl.Candidates[1].ResumedFrom != 0 {
+		t.Errorf("GET /admin/requests/%s: %d %s", id, code, body)
+	}
+}
+
+// TestResumeAnthropicClient: the same for the official Anthropic client on
+// anthropic providers (native prefill): one message, its id, the blocks'
+// indexes consistent (the SDK checks them), usage summed.
+func TestResumeAnthropicClient(t *testing.T) {
+	g := startResume(t, true, mockupstream.Behavior{})
+	var id string
+	c := anthropic.NewClient(aoption.WithBaseURL(g.URL), aoption.WithAPIKey("client-SENTINEL-token"),
+		aoption.WithMaxRetries(0), aoption.WithHTTPClient(g.client),
+		aoption.WithMiddleware(func(r *http.Request, next aoption.MiddlewareNext) (*http.Response, error) {
+			resp, err := next(r)
+			if resp != nil {
+				id = resp.Header.Get("X-Request-Id")
+			}
+			return resp, err
+		}))
+	stream := c.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{
+		Model: "gpt-4o-mini", MaxTokens: 100,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	var msg anthropic.Message
+	starts := 0
+	for stream.Next() {
+		ev := stream.Current()
+		if ev.Type == "message_start" {
+			starts++
+		}
+		if err := msg.Accumulate(ev); err != nil {
+			t.Fatalf("accumulate: %v", err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if len(msg.Content) != 1 || starts != 1 {
+		t.Fatalf("%d blocks, %d message_start: want one message of one block (%+v)", len(msg.Content), starts, msg.Content)
+	}
+	if got, want := msg.Content[0].Text, wholeAnswer(resumeChunks); got != want {
+		t.Fatalf("answer\n%q\nwant\n%q", got, want)
+	}
+	if !strings.HasPrefix(msg.ID, "msg_mock_") || string(msg.StopReason) != "end_turn" {
+		t.Errorf("id %q stop %q", msg.ID, msg.StopReason)
+	}
+	// The first part's message_start said input N1 and output 1; the
+	// continuation's, input N2 and output 60: the client sees the sums.
+	p, _ := g.Primary.LastRequestAt("/v1/messages")
+	b, _ := g.Backup.LastRequestAt("/v1/messages")
+	first, cont := len(p.Body), len(b.Body)
+	if in := int64((first+3)/4 + (cont+3)/4); msg.Usage.InputTokens != in || msg.Usage.OutputTokens != 1+resumeChunks {
+		t.Errorf("usage %+v, want input %d output %d", msg.Usage, in, 1+resumeChunks)
+	}
+	wantStrings(t, "rows", g.resumeRows(t, id), "failed/stream_interrupted/-", "success//0")
+}
+
+// TestResumeRefused: a backup that rejects the prefill, or whose
+// continuation repeats what was relayed, is never stitched: the stream
+// ends with the error frame as it does without resume.
+func TestResumeRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		backup  mockupstream.Behavior
+		wantRow string
+	}{
+		{"rejected", mockupstream.Behavior{RejectPrefill: true}, "failed/upstream_http_error/0"},
+		{"repeated", mockupstream.Behavior{RepeatOnPrefill: true}, "failed/upstream_protocol_error/0"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := startResume(t, false, tt.backup)
+			resp, body, _ := g.postRaw(t, chatBody(true))
+			id := resp.Header.Get("X-Request-Id")
+			data := sseData(body)
+			if len(data) == 0 || !strings.Contains(data[len(data)-1], `"code":"stream_interrupted"`) {
+				t.Fatalf("stream ends with %q, want the error frame", data[max(0, len(data)-1):])
+			}
+			var text strings.Builder
+			for _, d := range data {
+				var c struct {
+					Choices []struct {
+						Delta struct {
+							Content string `json:"content"`
+						} `json:"delta"`
+					} `json:"choices"`
+				}
+				if json.Unmarshal([]byte(d), &c) == nil {
+					for _, ch := range c.Choices {
+						text.WriteString(ch.Delta.Content)
+					}
+				}
+			}
+			if got := text.String(); got != wholeAnswer(resumeCutAt) {
+				t.Errorf("client text %q, want only the first part", got)
+			}
+			if g.Backup.Prefills() != 1 {
+				t.Errorf("backup saw %d prefills, want 1", g.Backup.Prefills())
+			}
+			wantStrings(t, "rows", g.resumeRows(t, id), "failed/stream_interrupted/-", tt.wantRow)
+			req, _ := g.ledger(t, id)
+			if req.Status != "failed" || req.StatusCode == nil || *req.StatusCode != 502 {
+				t.Errorf("request %s %v, want failed 502", req.Status, req.StatusCode)
+			}
+		})
+	}
+}
