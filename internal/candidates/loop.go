@@ -48,9 +48,9 @@ type walk struct {
 	admitStart time.Time              // when the attempt in flight asked for its slots
 	sentAt     time.Time              // when the first byte went to the client
 	tried      int
-	probe      bool        // the attempt in flight holds its target's health probe
-	cooled     []time.Time // per candidate, the cooldown end of a skip not recorded yet
-	unrecorded int         // skips in cooled not recorded yet
+	probe      bool            // the attempt in flight holds its target's health probe
+	cooled     []time.Time     // per candidate, the cooldown end of a skip not recorded yet
+	unrecorded int             // skips in cooled not recorded yet
 	stitch     upstream.Stitch // a resumable stream's watch (resume.go), reused across attempts
 	resumes    int             // continuations started so far
 }

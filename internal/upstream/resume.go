@@ -345,8 +345,8 @@ func (s *Stitch) checkStart(text string) error {
 
 // repeats reports whether p, the first text of a continuation (leading
 // space trimmed), repeats relayed: one is a prefix of the other as the
-// answer began, or p starts with relayed's last characters, or p is what
-// relayed ends with.
+// answer began, or p is what relayed ends with, or p starts with a suffix
+// of relayed (from a word's start, four bytes or more).
 func repeats(relayed, p string) bool {
 	r := strings.TrimLeft(relayed, " \t\r\n")
 	if n := min(len(p), len(r)); n > 0 && p[:n] == r[:n] {
@@ -356,16 +356,21 @@ func repeats(relayed, p string) bool {
 	if q := strings.TrimRight(p, " \t\r\n"); len(q) >= 2 && strings.HasSuffix(end, q) {
 		return true
 	}
-	tail := end[max(0, len(end)-tailLen):]
-	if i := strings.IndexAny(tail, " \t\r\n"); i >= 0 && len(end) > tailLen {
-		tail = tail[i+1:] // from a word's start
+	// A suffix of the relayed text, from a word's start, that p starts
+	// with: the continuation repeats where it was asked to go on.
+	for k := max(0, len(end)-tailLen); k < len(end)-3; k++ {
+		if (k == 0 || isSpace(end[k-1])) && !isSpace(end[k]) && strings.HasPrefix(p, end[k:]) {
+			return true
+		}
 	}
-	return len(tail) >= 4 && strings.HasPrefix(p, tail)
+	return false
 }
 
-// tailLen is how much of the relayed text's end a continuation may not
-// start with.
-const tailLen = 24
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+
+// tailLen is how far back from the relayed text's end a repeated suffix
+// is looked for.
+const tailLen = 64
 
 // spliceMember replaces the value of the top-level member key (quoted) of
 // the JSON object b with val; b is returned unchanged without one.
