@@ -111,112 +111,140 @@ func wantStrings(t *testing.T, what string, got []string, want ...string) {
 
 // TestResumeOpenAIClient: a chat stream cut after 40 chunks on a route with
 // resume reaches the official OpenAI client as one complete answer, the
-// two parts without overlap or gap, under the first answer's id and model;
-// the rows say what happened.
+// two parts without overlap or gap, under the first answer's id and model,
+// with openai providers (prefill: true) and translated from anthropic ones;
+// the rows say what happened and the usage the client sees is the ledger's.
 func TestResumeOpenAIClient(t *testing.T) {
-	g := startResume(t, false, mockupstream.Behavior{})
-	var id string
-	c := openai.NewClient(option.WithBaseURL(g.URL+"/v1/"), option.WithAPIKey("client-SENTINEL-token"),
-		option.WithMaxRetries(0), option.WithHTTPClient(g.client),
-		option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-			resp, err := next(r)
-			if resp != nil {
-				id = resp.Header.Get("X-Request-Id")
+	for _, anthropicProviders := range []bool{false, true} {
+		t.Run(fmt.Sprintf("anthropic_providers=%v", anthropicProviders), func(t *testing.T) {
+			g := startResume(t, anthropicProviders, mockupstream.Behavior{})
+			var id string
+			c := openai.NewClient(option.WithBaseURL(g.URL+"/v1/"), option.WithAPIKey("client-SENTINEL-token"),
+				option.WithMaxRetries(0), option.WithHTTPClient(g.client),
+				option.WithMiddleware(func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+					resp, err := next(r)
+					if resp != nil {
+						id = resp.Header.Get("X-Request-Id")
+					}
+					return resp, err
+				}))
+			stream := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+				Model: "gpt-4o-mini", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+				StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
+			var acc openai.ChatCompletionAccumulator
+			ids, models, roles := map[string]bool{}, map[string]bool{}, 0
+			for stream.Next() {
+				ch := stream.Current()
+				acc.AddChunk(ch)
+				ids[ch.ID], models[ch.Model] = true, true
+				for _, choice := range ch.Choices {
+					if choice.Delta.Role != "" {
+						roles++
+					}
+				}
 			}
-			return resp, err
-		}))
-	stream := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
-		Model: "gpt-4o-mini", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
-		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
-	var acc openai.ChatCompletionAccumulator
-	ids, models := map[string]bool{}, map[string]bool{}
-	for stream.Next() {
-		ch := stream.Current()
-		acc.AddChunk(ch)
-		ids[ch.ID], models[ch.Model] = true, true
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatalf("stream: %v", err)
-	}
-	if got, want := acc.Choices[0].Message.Content, wholeAnswer(resumeChunks); got != want {
-		t.Fatalf("answer\n%q\nwant\n%q", got, want)
-	}
-	if len(ids) != 1 || len(models) != 1 || !models["up-primary-mini"] {
-		t.Errorf("chunk ids %v, models %v: want the first answer's one id and model", ids, models)
-	}
-	if acc.Choices[0].FinishReason != "stop" || acc.Usage.CompletionTokens != resumeChunks {
-		t.Errorf("finish %q, usage %+v", acc.Choices[0].FinishReason, acc.Usage)
-	}
-	if prefill := g.Backup.LastRequest().Body; !strings.Contains(string(prefill), `{"role":"assistant","content":"`+wholeAnswer(resumeCutAt)+`"}]`) {
-		t.Errorf("backup got %s, want the relayed text as a trailing assistant message", prefill)
-	}
-	wantStrings(t, "rows", g.resumeRows(t, id), "failed/stream_interrupted/-", "success//0")
-	req, _ := g.ledger(t, id)
-	if req.Status != "success" || req.TotalTokens == nil {
-		t.Errorf("request %s, total tokens %v", req.Status, req.TotalTokens)
-	}
-	code, body := g.get(t, "/admin/requests/"+id, true)
-	var tl struct {
-		Candidates []struct {
-			ResumedFrom *int `json:"resumed_from"`
-		} `json:"candidates"`
-	}
-	if err := json.Unmarshal(body, &tl); code != 200 || err != nil || len(tl.Candidates) != 2 ||
-		tl.Candidates[0].ResumedFrom != nil || tl.Candidates[1].ResumedFrom == nil || *tl.Candidates[1].ResumedFrom != 0 {
-		t.Errorf("GET /admin/requests/%s: %d %s", id, code, body)
+			if err := stream.Err(); err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			if got, want := acc.Choices[0].Message.Content, wholeAnswer(resumeChunks); got != want {
+				t.Fatalf("answer\n%q\nwant\n%q", got, want)
+			}
+			if len(ids) != 1 || len(models) != 1 || roles != 1 {
+				t.Errorf("chunk ids %v, models %v, %d role deltas: want one message", ids, models, roles)
+			}
+			if !anthropicProviders && !models["up-primary-mini"] {
+				t.Errorf("models %v, want the first answer's", models)
+			}
+			if acc.Choices[0].FinishReason != "stop" || acc.Usage.CompletionTokens < resumeChunks {
+				t.Errorf("finish %q, usage %+v", acc.Choices[0].FinishReason, acc.Usage)
+			}
+			wantStrings(t, "rows", g.resumeRows(t, id), "failed/stream_interrupted/-", "success//0")
+			req, _ := g.ledger(t, id)
+			if req.Status != "success" || req.TotalTokens == nil || *req.TotalTokens != acc.Usage.TotalTokens {
+				t.Errorf("request %s, total tokens %v; the client saw %d", req.Status, req.TotalTokens, acc.Usage.TotalTokens)
+			}
+			if anthropicProviders {
+				return
+			}
+			if prefill := g.Backup.LastRequest().Body; !strings.Contains(string(prefill), `{"role":"assistant","content":"`+wholeAnswer(resumeCutAt)+`"}]`) {
+				t.Errorf("backup got %s, want the relayed text as a trailing assistant message", prefill)
+			}
+			code, body := g.get(t, "/admin/requests/"+id, true)
+			var tl struct {
+				Candidates []struct {
+					ResumedFrom *int `json:"resumed_from"`
+				} `json:"candidates"`
+			}
+			if err := json.Unmarshal(body, &tl); code != 200 || err != nil || len(tl.Candidates) != 2 ||
+				tl.Candidates[0].ResumedFrom != nil || tl.Candidates[1].ResumedFrom == nil || *tl.Candidates[1].ResumedFrom != 0 {
+				t.Errorf("GET /admin/requests/%s: %d %s", id, code, body)
+			}
+		})
 	}
 }
 
-// TestResumeAnthropicClient: the same for the official Anthropic client on
-// anthropic providers (native prefill): one message, its id, the blocks'
-// indexes consistent (the SDK checks them), usage summed.
+// TestResumeAnthropicClient: the same for the official Anthropic client,
+// on anthropic providers (native prefill) and translated from openai ones
+// (prefill: true): one message, its id, the blocks' indexes consistent (the
+// SDK checks them), usage summed.
 func TestResumeAnthropicClient(t *testing.T) {
-	g := startResume(t, true, mockupstream.Behavior{})
-	var id string
-	c := anthropic.NewClient(aoption.WithBaseURL(g.URL), aoption.WithAPIKey("client-SENTINEL-token"),
-		aoption.WithMaxRetries(0), aoption.WithHTTPClient(g.client),
-		aoption.WithMiddleware(func(r *http.Request, next aoption.MiddlewareNext) (*http.Response, error) {
-			resp, err := next(r)
-			if resp != nil {
-				id = resp.Header.Get("X-Request-Id")
+	for _, anthropicProviders := range []bool{true, false} {
+		t.Run(fmt.Sprintf("anthropic_providers=%v", anthropicProviders), func(t *testing.T) {
+			g := startResume(t, anthropicProviders, mockupstream.Behavior{})
+			var id string
+			c := anthropic.NewClient(aoption.WithBaseURL(g.URL), aoption.WithAPIKey("client-SENTINEL-token"),
+				aoption.WithMaxRetries(0), aoption.WithHTTPClient(g.client),
+				aoption.WithMiddleware(func(r *http.Request, next aoption.MiddlewareNext) (*http.Response, error) {
+					resp, err := next(r)
+					if resp != nil {
+						id = resp.Header.Get("X-Request-Id")
+					}
+					return resp, err
+				}))
+			stream := c.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{
+				Model: "gpt-4o-mini", MaxTokens: 100,
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+			var msg anthropic.Message
+			starts := 0
+			for stream.Next() {
+				ev := stream.Current()
+				if ev.Type == "message_start" {
+					starts++
+				}
+				if err := msg.Accumulate(ev); err != nil {
+					t.Fatalf("accumulate: %v", err)
+				}
 			}
-			return resp, err
-		}))
-	stream := c.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{
-		Model: "gpt-4o-mini", MaxTokens: 100,
-		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
-	var msg anthropic.Message
-	starts := 0
-	for stream.Next() {
-		ev := stream.Current()
-		if ev.Type == "message_start" {
-			starts++
-		}
-		if err := msg.Accumulate(ev); err != nil {
-			t.Fatalf("accumulate: %v", err)
-		}
+			if err := stream.Err(); err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			if len(msg.Content) != 1 || starts != 1 {
+				t.Fatalf("%d blocks, %d message_start: want one message of one block (%+v)", len(msg.Content), starts, msg.Content)
+			}
+			if got, want := msg.Content[0].Text, wholeAnswer(resumeChunks); got != want {
+				t.Fatalf("answer\n%q\nwant\n%q", got, want)
+			}
+			if msg.ID == "" || string(msg.StopReason) != "end_turn" {
+				t.Errorf("id %q stop %q", msg.ID, msg.StopReason)
+			}
+			wantStrings(t, "rows", g.resumeRows(t, id), "failed/stream_interrupted/-", "success//0")
+			req, _ := g.ledger(t, id)
+			if total := msg.Usage.InputTokens + msg.Usage.OutputTokens; req.TotalTokens == nil || *req.TotalTokens != total {
+				t.Errorf("request total tokens %v; the client saw %d (%+v)", req.TotalTokens, total, msg.Usage)
+			}
+			if !anthropicProviders {
+				return
+			}
+			// The first part's message_start said input N1 and output 1;
+			// the continuation's, input N2 and output 60: the client sees
+			// the sums.
+			p, _ := g.Primary.LastRequestAt("/v1/messages")
+			b, _ := g.Backup.LastRequestAt("/v1/messages")
+			if in := int64((len(p.Body)+3)/4 + (len(b.Body)+3)/4); msg.Usage.InputTokens != in || msg.Usage.OutputTokens != 1+resumeChunks {
+				t.Errorf("usage %+v, want input %d output %d", msg.Usage, in, 1+resumeChunks)
+			}
+		})
 	}
-	if err := stream.Err(); err != nil {
-		t.Fatalf("stream: %v", err)
-	}
-	if len(msg.Content) != 1 || starts != 1 {
-		t.Fatalf("%d blocks, %d message_start: want one message of one block (%+v)", len(msg.Content), starts, msg.Content)
-	}
-	if got, want := msg.Content[0].Text, wholeAnswer(resumeChunks); got != want {
-		t.Fatalf("answer\n%q\nwant\n%q", got, want)
-	}
-	if !strings.HasPrefix(msg.ID, "msg_mock_") || string(msg.StopReason) != "end_turn" {
-		t.Errorf("id %q stop %q", msg.ID, msg.StopReason)
-	}
-	// The first part's message_start said input N1 and output 1; the
-	// continuation's, input N2 and output 60: the client sees the sums.
-	p, _ := g.Primary.LastRequestAt("/v1/messages")
-	b, _ := g.Backup.LastRequestAt("/v1/messages")
-	first, cont := len(p.Body), len(b.Body)
-	if in := int64((first+3)/4 + (cont+3)/4); msg.Usage.InputTokens != in || msg.Usage.OutputTokens != 1+resumeChunks {
-		t.Errorf("usage %+v, want input %d output %d", msg.Usage, in, 1+resumeChunks)
-	}
-	wantStrings(t, "rows", g.resumeRows(t, id), "failed/stream_interrupted/-", "success//0")
 }
 
 // TestResumeRefused: a backup that rejects the prefill, or whose

@@ -18,10 +18,10 @@ import (
 // (ChatRequest.BuildPrefill), it rewrites the continuation's events so that
 // the client sees one message: the first answer's id and model, no second
 // role chunk or message_start/content_block_start, block indexes following
-// the first answer's, usage summed. Only pass-through streams are stitched
-// (an OpenAI chat client on an openai provider, an Anthropic client on an
-// anthropic one): the client's events are the provider's, so what was
-// relayed is exactly what the continuation is asked to continue.
+// the first answer's, usage summed. It reads and rewrites the client's
+// bytes (the reader's output), so a translated stream is stitched like a
+// passed-through one: what was relayed is exactly what the continuation is
+// asked to continue.
 
 // ErrRepeats is a continuation that began by repeating text the client
 // already has (or did not continue the open text block): it is never
@@ -37,6 +37,8 @@ type Stitch struct {
 	tool bool     // a tool call, or a block that is not text, was relayed
 	id   []byte   // the first answer's id, as a JSON string
 	mdl  []byte   // the first answer's model, as a JSON string
+	// chat: the first answer's created, as JSON
+	created []byte
 	// messages: the index of the last block started, and whether it is an
 	// open text block (a cut inside it is resumable)
 	index int
@@ -51,35 +53,36 @@ type Stitch struct {
 	buf      []byte // the rewritten event
 }
 
-// Stitch readies s for an attempt on ep and returns it, or nil when a
-// stream of this request on ep cannot be resumed (translated, or not a
-// chat or messages stream).
+// Stitch readies s for an attempt on ep and returns it, or nil when the
+// request is not a chat or messages stream (Responses and embeddings are
+// not resumed). Stitch reads the client's bytes, so a translated stream is
+// watched and rewritten like a passed-through one.
 func (r *ChatRequest) Stitch(ep *Endpoint, s *Stitch) *Stitch {
-	if !r.Stream || ep.Translates(r.Route) {
+	if !r.Stream || !ep.Serves(r.Route) {
 		return nil
 	}
 	kind := passChat
-	switch {
-	case r.Route == RouteMessages && ep.Format == FormatAnthropic:
+	switch r.Route {
+	case RouteChat:
+	case RouteMessages:
 		kind = passMessages
-	case r.Route != RouteChat || ep.Format != FormatOpenAI:
+	default:
 		return nil
 	}
-	*s = Stitch{kind: kind, text: s.text[:0], id: s.id[:0], mdl: s.mdl[:0], scratch: s.scratch[:0], buf: s.buf[:0], index: -1}
+	*s = Stitch{kind: kind, text: s.text[:0], id: s.id[:0], mdl: s.mdl[:0], created: s.created[:0],
+		scratch: s.scratch[:0], buf: s.buf[:0], index: -1}
 	return s
 }
 
-// CanContinue reports whether a continuation may be asked of ep: the same
-// format as the first answer, passed through, and able to take a prefill
-// (anthropic natively, openai only with the routes file's prefill: true).
+// CanContinue reports whether a continuation may be asked of ep: it
+// serves the client's route and takes a prefill (anthropic natively, openai
+// only with the routes file's prefill: true).
 func (s *Stitch) CanContinue(ep *Endpoint) bool {
-	if !ep.Prefill {
-		return false
-	}
+	route := RouteChat
 	if s.kind == passMessages {
-		return ep.Format == FormatAnthropic
+		route = RouteMessages
 	}
-	return ep.Format == FormatOpenAI
+	return ep.Prefill && ep.Serves(route)
 }
 
 // Sum is the usage of the whole answer: u, the last part's, plus the
@@ -124,42 +127,44 @@ func (s *Stitch) Continue(prior Usage, has bool) {
 // Prior is the usage of the parts before the continuation.
 func (s *Stitch) Prior() (Usage, bool) { return s.prior, s.hasPrior }
 
-// Event watches one relayed event of the stream and, during a
-// continuation, returns what the client gets instead of out (the reader's
-// bytes for the event): nothing for an event that would open a second
-// message, else the event with the first answer's id, model, block index
-// and the summed usage. The bytes are valid until the next call.
+// Event watches the client bytes of one relayed provider event (out: the
+// reader's output, one event or, translated, several) and, during a
+// continuation, returns what the client gets instead: nothing for an event
+// that would open a second message, else the events with the first
+// answer's id, model (and created), block indexes and the summed usage.
+// Before a continuation out is returned as it is. The bytes are valid
+// until the next call.
 func (s *Stitch) Event(out []byte) ([]byte, error) {
-	b, err := s.event(s.buf[:0], out)
-	if err == nil && !sameBacking(b, out) && cap(b) > cap(s.buf) {
-		s.buf = b[:0] // grown: keep the larger buffer
-	}
-	return b, err
-}
-
-// sameBacking reports whether a and b end in the same array.
-func sameBacking(a, b []byte) bool {
-	return cap(a) > 0 && cap(b) > 0 && &a[:cap(a)][cap(a)-1] == &b[:cap(b)][cap(b)-1]
-}
-
-func (s *Stitch) event(dst, out []byte) ([]byte, error) {
-	if len(out) == 0 {
+	if !s.cont {
+		for rest := out; len(rest) > 0; {
+			var f EventFields
+			f, rest, s.scratch = nextEvent(rest, s.scratch)
+			if f.HasData {
+				s.watch(f)
+			}
+		}
 		return out, nil
 	}
-	var f EventFields
-	f, _, s.scratch = nextEvent(out, s.scratch)
-	if !f.HasData {
-		return out, nil
+	acc := s.buf[:0]
+	for rest := out; len(rest) > 0; {
+		var f EventFields
+		f, rest, s.scratch = nextEvent(rest, s.scratch)
+		if !f.HasData {
+			continue // a comment: not for a continuation's client
+		}
+		var err error
+		if acc, err = s.rewrite(acc, f); err != nil {
+			return nil, err
+		}
 	}
-	if s.kind == passMessages {
-		return s.messagesEvent(dst, out, f)
-	}
-	return s.chatEvent(dst, out, f.Data)
+	s.buf = acc
+	return acc, nil
 }
 
 type chatChunk struct {
 	ID      json.RawMessage `json:"id"`
 	Model   json.RawMessage `json:"model"`
+	Created json.RawMessage `json:"created"`
 	Choices []struct {
 		Delta struct {
 			Role         *string         `json:"role"`
@@ -172,15 +177,8 @@ type chatChunk struct {
 	Usage json.RawMessage `json:"usage"`
 }
 
-func (s *Stitch) chatEvent(dst, out, d []byte) ([]byte, error) {
-	if isDoneData(d) {
-		return out, nil
-	}
-	var c chatChunk
-	if json.Unmarshal(d, &c) != nil {
-		return out, nil
-	}
-	text, role := "", false
+// text is the chunk's content; it notes a tool call.
+func (s *Stitch) chunkText(c *chatChunk) (text string, role bool) {
 	for _, ch := range c.Choices {
 		if len(ch.Delta.ToolCalls) > 0 && string(ch.Delta.ToolCalls) != "null" ||
 			len(ch.Delta.FunctionCall) > 0 && string(ch.Delta.FunctionCall) != "null" {
@@ -191,36 +189,7 @@ func (s *Stitch) chatEvent(dst, out, d []byte) ([]byte, error) {
 		}
 		role = role || ch.Delta.Role != nil
 	}
-	if !s.cont {
-		if len(s.id) == 0 && len(c.ID) > 0 {
-			s.id, s.mdl = append(s.id[:0], c.ID...), append(s.mdl[:0], c.Model...)
-		}
-		s.text = append(s.text, text...)
-		return out, nil
-	}
-	if role && text == "" && len(c.Choices) == 1 && c.Choices[0].FinishReason == nil && !s.tool {
-		return dst[:0], nil // the continuation's role chunk: the client has one
-	}
-	if err := s.checkStart(text); err != nil {
-		return nil, err
-	}
-	s.text = append(s.text, text...)
-	b := append([]byte(nil), d...)
-	b = spliceMember(b, `"id"`, s.id)
-	b = spliceMember(b, `"model"`, s.mdl)
-	if s.hasPrior && len(c.Usage) > 0 && c.Usage[0] == '{' {
-		var w wideUsage
-		if json.Unmarshal(c.Usage, &w) == nil {
-			u := w.usage()
-			sum := []byte(`{"prompt_tokens":` + strconv.FormatInt(u.PromptTokens+s.prior.PromptTokens, 10) +
-				`,"completion_tokens":` + strconv.FormatInt(u.CompletionTokens+s.prior.CompletionTokens, 10) +
-				`,"total_tokens":` + strconv.FormatInt(u.TotalTokens+s.prior.TotalTokens, 10) + `}`)
-			b = spliceMember(b, `"usage"`, sum)
-		}
-	}
-	dst = append(dst[:0], "data: "...)
-	dst = append(dst, b...)
-	return append(dst, "\n\n"...), nil
+	return text, role
 }
 
 type messagesEvent struct {
@@ -240,56 +209,117 @@ type messagesEvent struct {
 	Usage *wideUsage `json:"usage"`
 }
 
-func (s *Stitch) messagesEvent(dst, out []byte, f EventFields) ([]byte, error) {
-	name := string(f.Name)
-	var e messagesEvent
+// messagesNamed: the events Stitch reads; others pass as they are.
+func messagesNamed(name string) bool {
 	switch name {
 	case "message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta":
-		if json.Unmarshal(f.Data, &e) != nil {
-			return out, nil
-		}
-	case "ping":
-		if s.cont {
-			return dst[:0], nil
-		}
-		return out, nil
-	default:
-		return out, nil
+		return true
 	}
-	if !s.cont {
-		switch name {
-		case "message_start":
-			if e.Message != nil {
-				s.id, s.mdl = append(s.id[:0], e.Message.ID...), append(s.mdl[:0], e.Message.Model...)
-			}
-		case "content_block_start":
-			if e.Index != nil {
-				s.index = *e.Index
-			}
-			s.open = e.ContentBlock != nil && e.ContentBlock.Type == "text"
-			s.tool = s.tool || !s.open
-		case "content_block_delta":
-			if e.Delta != nil && e.Delta.Type == "text_delta" {
-				s.text = append(s.text, e.Delta.Text...)
-			}
-		case "content_block_stop":
-			s.open = false
+	return false
+}
+
+// watch follows one event of the first answer.
+func (s *Stitch) watch(f EventFields) {
+	if s.kind == passChat {
+		var c chatChunk
+		if isDoneData(f.Data) || json.Unmarshal(f.Data, &c) != nil {
+			return
 		}
-		return out, nil
+		if len(s.id) == 0 && len(c.ID) > 0 {
+			s.id, s.mdl = append(s.id[:0], c.ID...), append(s.mdl[:0], c.Model...)
+			s.created = append(s.created[:0], c.Created...)
+		}
+		text, _ := s.chunkText(&c)
+		s.text = append(s.text, text...)
+		return
 	}
-	base := s.index // the continuation's block 0 goes on the open text block
+	name := string(f.Name)
+	var e messagesEvent
+	if !messagesNamed(name) || json.Unmarshal(f.Data, &e) != nil {
+		return
+	}
+	switch name {
+	case "message_start":
+		if e.Message != nil {
+			s.id, s.mdl = append(s.id[:0], e.Message.ID...), append(s.mdl[:0], e.Message.Model...)
+		}
+	case "content_block_start":
+		if e.Index != nil {
+			s.index = *e.Index
+		}
+		s.open = e.ContentBlock != nil && e.ContentBlock.Type == "text"
+		s.tool = s.tool || !s.open
+	case "content_block_delta":
+		if e.Delta != nil && e.Delta.Type == "text_delta" {
+			s.text = append(s.text, e.Delta.Text...)
+		}
+	case "content_block_stop":
+		s.open = false
+	}
+}
+
+// rewrite appends to dst what the client gets for one event of a
+// continuation.
+func (s *Stitch) rewrite(dst []byte, f EventFields) ([]byte, error) {
+	if s.kind == passChat {
+		return s.rewriteChat(dst, f.Data)
+	}
+	return s.rewriteMessages(dst, f)
+}
+
+func (s *Stitch) rewriteChat(dst, d []byte) ([]byte, error) {
+	var c chatChunk
+	if isDoneData(d) || json.Unmarshal(d, &c) != nil {
+		return appendDataLines(dst, d), nil
+	}
+	text, role := s.chunkText(&c)
+	if role && text == "" && len(c.Choices) == 1 && c.Choices[0].FinishReason == nil && !s.tool {
+		return dst, nil // the continuation's role chunk: the client has one
+	}
+	if err := s.checkStart(text); err != nil {
+		return nil, err
+	}
+	s.text = append(s.text, text...)
+	b := append([]byte(nil), d...)
+	b = spliceMember(b, `"id"`, s.id)
+	b = spliceMember(b, `"model"`, s.mdl)
+	if len(s.created) > 0 {
+		b = spliceMember(b, `"created"`, s.created)
+	}
+	if s.hasPrior && len(c.Usage) > 0 && c.Usage[0] == '{' {
+		var w wideUsage
+		if json.Unmarshal(c.Usage, &w) == nil {
+			u := w.usage()
+			sum := []byte(`{"prompt_tokens":` + strconv.FormatInt(u.PromptTokens+s.prior.PromptTokens, 10) +
+				`,"completion_tokens":` + strconv.FormatInt(u.CompletionTokens+s.prior.CompletionTokens, 10) +
+				`,"total_tokens":` + strconv.FormatInt(u.TotalTokens+s.prior.TotalTokens, 10) + `}`)
+			b = spliceMember(b, `"usage"`, sum)
+		}
+	}
+	return appendDataLines(dst, b), nil
+}
+
+func (s *Stitch) rewriteMessages(dst []byte, f EventFields) ([]byte, error) {
+	name := string(f.Name)
+	if name == "ping" {
+		return dst, nil
+	}
+	var e messagesEvent
+	if !messagesNamed(name) || json.Unmarshal(f.Data, &e) != nil {
+		return appendDataLines(appendEventName(dst, name), f.Data), nil
+	}
 	switch name {
 	case "message_start":
 		if e.Message != nil && e.Message.Usage != nil {
 			s.contIn = e.Message.Usage.usage().PromptTokens
 		}
-		return dst[:0], nil
+		return dst, nil
 	case "content_block_start":
 		if e.Index != nil && *e.Index == 0 {
 			if e.ContentBlock == nil || e.ContentBlock.Type != "text" {
 				return nil, ErrRepeats // not a continuation of the open text
 			}
-			return dst[:0], nil
+			return dst, nil
 		}
 		if e.ContentBlock != nil && e.ContentBlock.Type != "text" {
 			s.tool = true
@@ -304,23 +334,25 @@ func (s *Stitch) messagesEvent(dst, out []byte, f EventFields) ([]byte, error) {
 	}
 	b := append([]byte(nil), f.Data...)
 	if e.Index != nil {
-		b = spliceMember(b, `"index"`, strconv.AppendInt(nil, int64(base+*e.Index), 10))
+		// The continuation's block 0 goes on the open text block.
+		b = spliceMember(b, `"index"`, strconv.AppendInt(nil, int64(s.index+*e.Index), 10))
 	}
 	if name == "message_delta" && e.Usage != nil {
-		in := s.contIn + s.prior.PromptTokens
-		outTok := e.Usage.OutputTokens + s.prior.CompletionTokens
-		b = spliceMember(b, `"usage"`, []byte(`{"input_tokens":`+strconv.FormatInt(in, 10)+
-			`,"output_tokens":`+strconv.FormatInt(outTok, 10)+`}`))
+		u := e.Usage.usage()
+		in := s.contIn
+		if u.PromptTokens > 0 {
+			in = u.PromptTokens // a translated stream's, known at its end
+		}
+		b = spliceMember(b, `"usage"`, []byte(`{"input_tokens":`+strconv.FormatInt(in+s.prior.PromptTokens, 10)+
+			`,"output_tokens":`+strconv.FormatInt(e.Usage.OutputTokens+s.prior.CompletionTokens, 10)+`}`))
 	}
-	dst = appendNamed(dst[:0], name)
-	dst = append(dst, b...)
-	return append(dst, "\n\n"...), nil
+	return appendDataLines(appendEventName(dst, name), b), nil
 }
 
-func appendNamed(dst []byte, name string) []byte {
+func appendEventName(dst []byte, name string) []byte {
 	dst = append(dst, "event: "...)
 	dst = append(dst, name...)
-	return append(dst, "\ndata: "...)
+	return append(dst, '\n')
 }
 
 // checkStart checks the continuation's first text (not only whitespace)
@@ -404,25 +436,27 @@ func spliceMember(b []byte, key string, val []byte) []byte {
 }
 
 // BuildPrefill sets call's URL and Body for a continuation on ep: the
-// request as Build makes it for a pass-through attempt, with text appended
-// to its messages as a trailing assistant message. Anthropic refuses a
-// prefill that ends with whitespace, so it is trimmed there.
+// client's request with text appended to its messages as a last assistant
+// message, then built for ep as Build would (the model spliced, or the
+// whole translated). Anthropic refuses a prefill that ends with
+// whitespace, so it is trimmed for an anthropic provider.
 func (r *ChatRequest) BuildPrefill(ep *Endpoint, model, text string, call *Call) error {
-	if ep.Translates(r.Route) || (r.Route != RouteChat && r.Route != RouteMessages) {
-		return &RequestError{Message: "a translated stream is not resumed"}
+	if r.Route != RouteChat && r.Route != RouteMessages {
+		return &RequestError{Message: "only chat and messages streams are resumed"}
 	}
 	if ep.Format == FormatAnthropic {
 		text = strings.TrimRight(text, " \t\r\n")
 	}
-	body := r.bodyFor(ep, model)
 	msg := append([]byte(`{"role":"assistant","content":`), jsontext.AppendString(nil, text)...)
-	msg = append(msg, '}')
-	out, ok := appendMessage(body, msg)
+	body, ok := appendMessage(r.Body, append(msg, '}'))
 	if !ok {
 		return &RequestError{Param: "messages", Message: "messages is not an array"}
 	}
-	call.URL, call.Body = ep.URLs[r.Route], out
-	return nil
+	pr, err := ParseRequest(r.Route, body)
+	if err != nil {
+		return err
+	}
+	return pr.Build(ep, model, call)
 }
 
 // appendMessage returns a copy of body with msg appended to its top-level
