@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -295,4 +296,60 @@ func TestResumeRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResumeNotATextStream: a stream that relayed a tool call is never
+// resumed: the cut ends it with the error frame, no prefill is asked.
+func TestResumeNotATextStream(t *testing.T) {
+	g := start(t, setup{db: true, routes: resumeRoutes,
+		primary: mockupstream.Behavior{Identity: "mock", ResetAfterChunks: 1}, backup: mockupstream.Behavior{Identity: "mock"}})
+	body := `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"weather?"}],
+		"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}],
+		"tool_choice":"required"}`
+	resp, raw, _ := g.postRaw(t, body)
+	data := sseData(raw)
+	if len(data) < 2 || !strings.Contains(data[len(data)-2], "tool_calls") || !strings.Contains(data[len(data)-1], `"code":"stream_interrupted"`) {
+		t.Fatalf("stream %q, want the tool call's head then the error frame", data)
+	}
+	if n := g.Backup.Prefills(); n != 0 {
+		t.Errorf("backup was asked %d prefills, want none", n)
+	}
+	wantStrings(t, "rows", g.resumeRows(t, resp.Header.Get("X-Request-Id")), "failed/stream_interrupted/-", "unused//-")
+}
+
+// TestResumeAdmission: the continuation takes its slots like any attempt:
+// with the backup's one slot held by another request past its queue
+// budget, the resume fails there (its own row, resumed_from set), the
+// stream ends with the error frame, and every gate is back to zero.
+func TestResumeAdmission(t *testing.T) {
+	routes := strings.Replace(resumeRoutes, "    max_concurrency: 8\n    prefill: true\n",
+		"    max_concurrency: 1\n    queue_budget: 100ms\n    prefill: true\n", 1) +
+		"  - name: backup-only\n    candidates:\n      - { provider: backup }\n"
+	g := start(t, setup{db: true, routes: routes,
+		primary: mockupstream.Behavior{Identity: "mock", Chunks: resumeChunks, ResetAfterChunks: resumeCutAt},
+		backup:  mockupstream.Behavior{Identity: "mock", Chunks: resumeChunks, Latency: 10 * time.Second}})
+	ctx, cancel := context.WithCancel(context.Background())
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.URL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"backup-only","messages":[{"role":"user","content":"hi"}]}`))
+		if resp, err := g.client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	eventually(t, 5*time.Second, "the backup's slot held", func() (bool, string) {
+		st := g.Backup.Stats()
+		return st.InFlight == 1, fmt.Sprint(st)
+	})
+	resp, raw, _ := g.postRaw(t, chatBody(true))
+	cancel()
+	<-held
+	data := sseData(raw)
+	if len(data) == 0 || !strings.Contains(data[len(data)-1], `"code":"stream_interrupted"`) {
+		t.Fatalf("stream ends with %q, want the error frame", data[max(0, len(data)-1):])
+	}
+	wantStrings(t, "rows", g.resumeRows(t, resp.Header.Get("X-Request-Id")),
+		"failed/stream_interrupted/-", "failed/gateway_admission_timeout/0")
+	g.assertIdle(t)
 }
