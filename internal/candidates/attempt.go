@@ -64,6 +64,7 @@ type Attempt struct {
 	unwatch  func() bool             // stops watching the target for turning cooling
 	release  context.CancelCauseFunc // a hedged attempt's own context, released at close
 	st       *upstream.Stitch        // a resumable stream's watch over what its client got; nil: resume off
+	moved    bool                    // resumed on another candidate since the relay last asked (Resumed)
 }
 
 // open sends the attempt's request and reads up to the commit point: the

@@ -214,6 +214,15 @@ func (a *Attempt) UsageSoFar() (upstream.Usage, bool) {
 	}
 }
 
+// Resumed reports, once, that the stream went on on another candidate
+// since the last call (resume.go): the relay then bounds its writes by the
+// new attempt's Remaining.
+func (a *Attempt) Resumed() bool {
+	r := a.moved
+	a.moved = false
+	return r
+}
+
 // Remaining is what is left of the committed attempt's time: of its
 // provider's timeouts.total, counted from admission as the watchdog counts
 // it, and of the request's deadline, whichever ends first; ok is false when

@@ -98,6 +98,7 @@ func (w *walk) resume(a *Attempt, err error) ([]byte, resumeResult) {
 		return nil, resumeFailed
 	}
 	a.Sent()
+	a.moved = true
 	return a.first, resumeOK
 }
 

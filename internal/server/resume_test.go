@@ -353,3 +353,39 @@ func TestResumeAdmission(t *testing.T) {
 		"failed/stream_interrupted/-", "failed/gateway_admission_timeout/0")
 	g.assertIdle(t)
 }
+
+// TestResumeAfterTotalTimeout: a stream cut by its provider's
+// timeouts.total is continued, and the continuation's writes are bounded
+// by its own attempt's end, not the cut one's.
+func TestResumeAfterTotalTimeout(t *testing.T) {
+	routes := strings.Replace(resumeRoutes, "    max_concurrency: 8\n  - name: backup",
+		"    max_concurrency: 8\n    timeouts: { total: 400ms }\n  - name: backup", 1)
+	const chunks = 100
+	g := start(t, setup{db: true, routes: routes,
+		primary: mockupstream.Behavior{Identity: "mock", Chunks: chunks, ChunkInterval: 10 * time.Millisecond},
+		backup:  mockupstream.Behavior{Identity: "mock", Chunks: chunks, ChunkInterval: 10 * time.Millisecond}})
+	resp, raw, err := g.postRaw(t, chatBody(true))
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	var text strings.Builder
+	data := sseData(raw)
+	for _, d := range data {
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal([]byte(d), &c) == nil {
+			for _, ch := range c.Choices {
+				text.WriteString(ch.Delta.Content)
+			}
+		}
+	}
+	if got := text.String(); got != wholeAnswer(chunks) || data[len(data)-1] != "[DONE]" {
+		t.Fatalf("answer %q (last event %q), want the whole answer and [DONE]", got, data[len(data)-1])
+	}
+	wantStrings(t, "rows", g.resumeRows(t, resp.Header.Get("X-Request-Id")), "failed/stream_interrupted/-", "success//0")
+}

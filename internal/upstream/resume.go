@@ -45,6 +45,7 @@ type Stitch struct {
 	open  bool
 
 	cont     bool // rewriting a continuation
+	base     int  // messages: the open block the continuation's block 0 extends
 	seenText bool // the continuation's first text went by (and was checked)
 	prior    Usage
 	hasPrior bool
@@ -121,7 +122,7 @@ func (s *Stitch) Continue(prior Usage, has bool) {
 		}
 		s.prior, s.hasPrior = prior, true
 	}
-	s.cont, s.seenText, s.contIn = true, false, 0
+	s.cont, s.seenText, s.contIn, s.base = true, false, 0, s.index
 }
 
 // Prior is the usage of the parts before the continuation.
@@ -334,8 +335,17 @@ func (s *Stitch) rewriteMessages(dst []byte, f EventFields) ([]byte, error) {
 	}
 	b := append([]byte(nil), f.Data...)
 	if e.Index != nil {
-		// The continuation's block 0 goes on the open text block.
-		b = spliceMember(b, `"index"`, strconv.AppendInt(nil, int64(s.index+*e.Index), 10))
+		// The continuation's block 0 goes on the open text block, its
+		// later blocks after it; a continuation cut in turn is resumable
+		// only inside an open text block, as the first answer.
+		at := s.base + *e.Index
+		switch name {
+		case "content_block_start":
+			s.index, s.open = at, e.ContentBlock != nil && e.ContentBlock.Type == "text"
+		case "content_block_stop":
+			s.open = s.open && at != s.index
+		}
+		b = spliceMember(b, `"index"`, strconv.AppendInt(nil, int64(at), 10))
 	}
 	if name == "message_delta" && e.Usage != nil {
 		u := e.Usage.usage()
