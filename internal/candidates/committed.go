@@ -286,7 +286,13 @@ func relayedError(err error) bool {
 // caller re-panics.
 func (a *Attempt) Abort() {
 	if a.state == stClosed {
-		return // Finish settled it before the panic
+		if a.outcome == nil {
+			// Between a cut attempt settled and its continuation
+			// admitted (resume.go): nothing is held, the request is not
+			// settled yet.
+			a.s.panicked()
+		}
+		return // else Finish settled it before the panic
 	}
 	a.abort()
 	a.s.panicked()

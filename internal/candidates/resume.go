@@ -120,6 +120,9 @@ func (w *walk) settleCut(a *Attempt, f Failure) {
 	row := &w.rows[i]
 	now := w.r.now()
 	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.fb
+	if a.fb > 0 && w.r.Observe != nil {
+		w.r.Observe.FirstByte(&w.req.Candidates[i], a.fb)
+	}
 	if f.Watchdog != "" {
 		w.watchdogFired(i, f.Watchdog)
 	}
