@@ -99,3 +99,55 @@ func TestStitchChat(t *testing.T) {
 		t.Fatal("a stream with a tool call is resumable")
 	}
 }
+
+// TestStitchMessages: a messages continuation extends the open text block
+// (its message_start, first block start and pings dropped), its later
+// events take the first answer's indexes, and message_delta carries the
+// summed usage.
+func TestStitchMessages(t *testing.T) {
+	msgs, _ := ParseRequest(RouteMessages, []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"stream":true}`))
+	ep, _ := NewEndpoint(FormatAnthropic, "http://up/v1", nil, Auth{Style: AuthXAPIKey}, nil, 0)
+	ep.Prefill = true // as the planner sets it for every anthropic provider
+	var s Stitch
+	st := msgs.Stitch(ep, &s)
+	ev := func(name, data string) []byte { return []byte("event: " + name + "\ndata: " + data + "\n\n") }
+	for _, e := range [][]byte{
+		ev("message_start", `{"type":"message_start","message":{"id":"msg_1","model":"m1","usage":{"input_tokens":10,"output_tokens":1}}}`),
+		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
+		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello there"}}`),
+	} {
+		if out, err := st.Event(e); err != nil || string(out) != string(e) {
+			t.Fatalf("first answer's event changed: %q %v", out, err)
+		}
+	}
+	if !st.Resumable() || !st.CanContinue(ep) {
+		t.Fatal("an open text block is not resumable")
+	}
+	st.Continue(Usage{PromptTokens: 10, CompletionTokens: 1, TotalTokens: 11}, true)
+	var got strings.Builder
+	for _, e := range [][]byte{
+		ev("message_start", `{"type":"message_start","message":{"id":"msg_2","model":"m2","usage":{"input_tokens":14,"output_tokens":1}}}`),
+		ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
+		ev("ping", `{"type":"ping"}`),
+		ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":", friend"}}`),
+		ev("content_block_stop", `{"type":"content_block_stop","index":0}`),
+		ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}`),
+		ev("message_stop", `{"type":"message_stop"}`),
+	} {
+		out, err := st.Event(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Write(out)
+	}
+	want := string(ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":", friend"}}`)) +
+		string(ev("content_block_stop", `{"type":"content_block_stop","index":0}`)) +
+		string(ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"input_tokens":24,"output_tokens":4}}`)) +
+		string(ev("message_stop", `{"type":"message_stop"}`))
+	if got.String() != want {
+		t.Errorf("continuation\n%s\nwant\n%s", got.String(), want)
+	}
+	if u, ok := st.Sum(Usage{PromptTokens: 14, CompletionTokens: 3, TotalTokens: 17}, true); !ok || u.TotalTokens != 28 {
+		t.Errorf("Sum = %+v %v", u, ok)
+	}
+}
