@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/llmgw/gateway/internal/health"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
 )
@@ -54,10 +55,14 @@ func (w *walk) resume(a *Attempt, err error) ([]byte, resumeResult) {
 		return nil, resumeDeclined
 	}
 	c := &w.req.Candidates[j]
+	probe := w.probe // j's health probe, if cooling handed one out
+	w.probe = false
 	// The cut attempt's call went out long ago: its buffer is free for the
 	// continuation's, built before anything changes so that a refusal
 	// leaves the cut as it was.
 	if w.req.Exchange.BuildPrefill(c.Target.Provider.Endpoint, c.Model, st.Text(), &a.call) != nil {
+		w.probe = probe
+		w.healthDone(j, health.Verdict{})
 		return nil, resumeDeclined
 	}
 	w.resumes++
@@ -67,6 +72,7 @@ func (w *walk) resume(a *Attempt, err error) ([]byte, resumeResult) {
 	w.settleCut(a, cut)
 	a.to(stClosed)
 	st.Continue(prior, has)
+	w.probe = probe
 
 	w.starting(j)
 	start := w.r.now()
@@ -85,6 +91,7 @@ func (w *walk) resume(a *Attempt, err error) ([]byte, resumeResult) {
 	s := a.s
 	a.reset(j, lease, w.r.now())
 	a.s, a.st = s, st
+	a.probe, w.probe = w.probe, false
 	row := &w.rows[j]
 	row.Resumed, row.ResumedFrom = true, w.req.Candidates[from].Index
 	w.begun(a, start)
@@ -103,12 +110,18 @@ func (w *walk) resume(a *Attempt, err error) ([]byte, resumeResult) {
 }
 
 // continuer is the next candidate after the cut one that has not been
-// tried and can continue st's stream, or -1.
+// tried and can continue st's stream, or -1. As in the walk, a cooling
+// target is skipped (or probed) and the retry budget may refuse one; those
+// skips are recorded as the walk's are.
 func (w *walk) continuer(cut int, st *upstream.Stitch) int {
 	for j := cut + 1; j < len(w.req.Candidates); j++ {
-		if w.rows[j].Status == report.CandidateAvailable && st.CanContinue(w.req.Candidates[j].Target.Provider.Endpoint) {
-			return j
+		if w.rows[j].Status != report.CandidateAvailable || !st.CanContinue(w.req.Candidates[j].Target.Provider.Endpoint) {
+			continue
 		}
+		if w.cooling(j) || w.overBudget(j) {
+			continue
+		}
+		return j
 	}
 	return -1
 }
@@ -147,7 +160,7 @@ func (w *walk) failResumed(a *Attempt, j int, f, cut Failure) {
 		f = Classify(ended, true, ended)
 		cut = f
 	}
-	w.probe, a.probe = a.probe, false
+	w.probe, a.probe = w.probe || a.probe, false
 	w.settle(j, f.Status, f.Code, f.ErrorType, f.Message)
 	w.healthDone(j, f.Verdict())
 	code := cut.RequestCode
