@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"encoding/json"
 	"strings"
 
 	"github.com/llmgw/gateway/internal/jsontext"
@@ -49,6 +50,16 @@ func spliceMember(b []byte, key string, val []byte) []byte {
 func (r *ChatRequest) BuildPrefill(ep *Endpoint, model, text string, call *Call) error {
 	if r.Route != RouteChat && r.Route != RouteMessages {
 		return &RequestError{Message: "only chat and messages streams are resumed"}
+	}
+	var req struct {
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(r.Body, &req) != nil || len(req.Messages) == 0 || req.Messages[len(req.Messages)-1].Role == "assistant" {
+		// The client's own prefill: what the model wrote continues it, and
+		// two assistant messages in a row are not one prefill everywhere.
+		return &RequestError{Param: "messages", Message: "the request ends with an assistant message"}
 	}
 	if ep.Format == FormatAnthropic {
 		text = strings.TrimRight(text, " \t\r\n")

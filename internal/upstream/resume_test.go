@@ -46,7 +46,7 @@ func TestBuildPrefill(t *testing.T) {
 	if want := `{"model":"up","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Hello \"you\" "}],"stream":true,"stream_options":{"include_usage":true}}`; string(call.Body) != want {
 		t.Errorf("body %s\nwant %s", call.Body, want)
 	}
-	msgs, err := ParseRequest(RouteMessages, []byte(`{"model":"m","max_tokens":5,"messages":[ ],"stream":true}`))
+	msgs, err := ParseRequest(RouteMessages, []byte(`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"} ],"stream":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,8 +54,14 @@ func TestBuildPrefill(t *testing.T) {
 	if err := msgs.BuildPrefill(aep, "up", "Hi \n", &call); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(call.Body), `"messages":[ {"role":"assistant","content":"Hi"}]`) {
+	if !strings.Contains(string(call.Body), `"messages":[{"role":"user","content":"hi"} ,{"role":"assistant","content":"Hi"}]`) {
 		t.Errorf("anthropic body %s", call.Body)
+	}
+	// A request that ends with the client's own prefill is not resumed.
+	own, _ := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Sure"}],"stream":true}`))
+	var re *RequestError
+	if err := own.BuildPrefill(ep, "up", "Sure, here", &call); !errors.As(err, &re) {
+		t.Errorf("own prefill: %v, want a *RequestError", err)
 	}
 }
 
