@@ -123,6 +123,9 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 		ClientConcurrency: limits.concurrency,
 	}
 	req.Hedge = policy.Hedge
+	if !policy.Hedge.On() {
+		req.Resume = policy.Resume
+	}
 	if d := shorter(policy.Deadline, asked); d > 0 {
 		req.Deadline = received.Add(d)
 	}

@@ -52,6 +52,9 @@ func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCo
 		if b, err = a.Next(); err != nil {
 			break
 		}
+		if a.Resumed() {
+			dl.rebase(a) // a cut stream continued: its new attempt's end bounds the writes
+		}
 		tc.beforeEnd(a, b)
 		// Events the provider sent back to back go out in one write: the
 		// flush waits only while the next event is already read. A client
@@ -156,6 +159,15 @@ func (dl *writeDeadline) extend() {
 	}
 	dl.set = next
 	_ = dl.rc.SetWriteDeadline(next)
+}
+
+// rebase bounds the writes by a's end afresh: a resumed stream's attempt
+// is another, with its own timeouts.total.
+func (dl *writeDeadline) rebase(a *candidates.Attempt) {
+	dl.end, dl.set, dl.final = time.Time{}, time.Time{}, false
+	if left, ok := a.Remaining(); ok {
+		dl.end = time.Now().Add(left)
+	}
 }
 
 // answered lifts the attempt's end from the writes that follow a complete

@@ -63,6 +63,8 @@ type Attempt struct {
 	probe    bool                    // holds its target's health probe
 	unwatch  func() bool             // stops watching the target for turning cooling
 	release  context.CancelCauseFunc // a hedged attempt's own context, released at close
+	st       *upstream.Stitch        // a resumable stream's watch over what its client got; nil: resume off
+	moved    bool                    // resumed on another candidate since the relay last asked (Resumed)
 }
 
 // open sends the attempt's request and reads up to the commit point: the
@@ -162,6 +164,9 @@ func (a *Attempt) event(ev []byte, committed bool) ([]byte, error) {
 	out, err := a.rd.Event(a.out[:0], ev, committed)
 	if a.rd != upstream.Reader(&a.pass) {
 		a.out = out
+	}
+	if a.st != nil && err == nil {
+		return a.st.Event(out)
 	}
 	return out, err
 }

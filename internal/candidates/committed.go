@@ -26,6 +26,9 @@ type settler interface {
 	ended(a *Attempt, err error) *Outcome
 	// panicked settles a request whose relay panicked.
 	panicked()
+	// resume continues the attempt's stream, cut by err after its commit
+	// point, on the next candidate, or declines (resume.go).
+	resume(a *Attempt, err error) ([]byte, resumeResult)
 }
 
 // Status is the upstream's status code of the committed answer.
@@ -139,6 +142,11 @@ func (a *Attempt) nextEvent() ([]byte, error) {
 					// error) unless the answer is whole without it.
 					b, err := a.rd.End(a.out[:0])
 					if err != nil {
+						if a.st != nil {
+							if b, r := a.resumed(err); r != resumeDeclined {
+								return b, resultErr(r, err)
+							}
+						}
 						return nil, err
 					}
 					if len(b) > 0 {
@@ -148,10 +156,23 @@ func (a *Attempt) nextEvent() ([]byte, error) {
 				}
 				return nil, io.EOF
 			}
-			return nil, a.readError(err)
+			err = a.readError(err)
+			if a.st != nil {
+				if b, r := a.resumed(err); r != resumeDeclined {
+					return b, resultErr(r, err)
+				}
+			}
+			return nil, err
 		}
 		a.watch.Activity()
 		out, err := a.event(ev, true)
+		if err != nil && a.st != nil {
+			// The cut's own error event is not relayed to a stream that
+			// goes on.
+			if b, r := a.resumed(err); r != resumeDeclined {
+				return b, resultErr(r, &upstream.ProtocolError{Err: err})
+			}
+		}
 		if err != nil {
 			// After the commit point an error event ends a translated
 			// stream; what came before it in ev goes out first. A
@@ -169,6 +190,16 @@ func (a *Attempt) nextEvent() ([]byte, error) {
 	}
 }
 
+// resultErr is what Next returns with a resumed stream's bytes: nothing
+// when it goes on, the cut's error when the resume failed (Finish then
+// returns the outcome it settled).
+func resultErr(r resumeResult, err error) error {
+	if r == resumeOK {
+		return nil
+	}
+	return err
+}
+
 // UsageSoFar is the usage read so far: a stream's once its usage event
 // went by, a body's once it was read whole. The caller may count it before
 // the client sees the end of the answer (a client's token rate).
@@ -181,6 +212,15 @@ func (a *Attempt) UsageSoFar() (upstream.Usage, bool) {
 	default:
 		return a.rd.TailUsage(a.tail)
 	}
+}
+
+// Resumed reports, once, that the stream went on on another candidate
+// since the last call (resume.go): the relay then bounds its writes by the
+// new attempt's Remaining.
+func (a *Attempt) Resumed() bool {
+	r := a.moved
+	a.moved = false
+	return r
 }
 
 // Remaining is what is left of the committed attempt's time: of its
@@ -246,7 +286,13 @@ func relayedError(err error) bool {
 // caller re-panics.
 func (a *Attempt) Abort() {
 	if a.state == stClosed {
-		return // Finish settled it before the panic
+		if a.outcome == nil {
+			// Between a cut attempt settled and its continuation
+			// admitted (resume.go): nothing is held, the request is not
+			// settled yet.
+			a.s.panicked()
+		}
+		return // else Finish settled it before the panic
 	}
 	a.abort()
 	a.s.panicked()

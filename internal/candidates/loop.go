@@ -52,10 +52,12 @@ type walk struct {
 	admitStart time.Time              // when the attempt in flight asked for its slots
 	sentAt     time.Time              // when the first byte went to the client
 	tried      int
-	probe      bool        // the attempt in flight holds its target's health probe
-	cooled     []time.Time // per candidate, the cooldown end of a skip not recorded yet
-	unrecorded int         // skips in cooled not recorded yet
-	retry      []retryNote // per candidate, for its retries (retry.go); nil until a failure is worth one
+	probe      bool            // the attempt in flight holds its target's health probe
+	cooled     []time.Time     // per candidate, the cooldown end of a skip not recorded yet
+	unrecorded int             // skips in cooled not recorded yet
+	retry      []retryNote     // per candidate, for its retries (retry.go); nil until a failure is worth one
+	stitch     upstream.Stitch // a resumable stream's watch (resume.go), reused across attempts
+	resumes    int             // continuations started so far
 }
 
 // Run walks the candidates in order until one commits or the request ends.
@@ -228,6 +230,9 @@ func (w *walk) admission(i int, dims *[2]admission.Dimension) admission.Request 
 func (w *walk) begin(i int, lease *admission.Lease) *Attempt {
 	w.att.reset(i, lease, w.r.now())
 	w.att.probe, w.probe = w.probe, false
+	if w.req.Resume > 0 {
+		w.att.st = w.req.Exchange.Stitch(w.req.Candidates[i].Target.Provider.Endpoint, &w.stitch)
+	}
 	w.begun(&w.att, w.admitStart)
 	return &w.att
 }
@@ -265,8 +270,12 @@ func (w *walk) end(a *Attempt, err error, committed bool) (done bool) {
 			errType, msg = report.ErrorTypeUpstreamProtocol, a.usageErr.Error()
 		}
 		w.settle(i, report.CandidateSuccess, a.resp.StatusCode, errType, msg)
+		usage, has := a.usage, a.hasUsage
+		if a.st != nil {
+			usage, has = a.st.Sum(usage, has) // a resumed stream's parts
+		}
 		return w.stop(i+1, Outcome{Status: report.RequestSuccess, StatusCode: http.StatusOK, Committed: true,
-			Usage: a.usage, HasUsage: a.hasUsage, ErrorType: errType})
+			Usage: usage, HasUsage: has, ErrorType: errType})
 	}
 	var ended error
 	if w.ctx.Err() != nil {

@@ -106,6 +106,7 @@ type route struct {
 	leastLatency bool // order each tier by first-byte EWMA
 	deadline     time.Duration
 	hedge        Hedge
+	resume       int // continuations a cut stream may start (Request.Resume)
 }
 
 // Planner turns a model name into ordered candidates. It is safe for
@@ -158,7 +159,8 @@ func NewPlanner(r *routes.Routes, opts PlannerOptions) (*Planner, error) {
 	}
 	for i := range r.Models {
 		mc := &r.Models[i]
-		rt := &route{name: mc.Name, leastLatency: mc.Strategy == routes.StrategyLeastLatency, deadline: time.Duration(mc.Deadline)}
+		rt := &route{name: mc.Name, leastLatency: mc.Strategy == routes.StrategyLeastLatency, deadline: time.Duration(mc.Deadline),
+			resume: mc.Resume.Attempts}
 		if h := mc.Hedge; h.Max > 0 {
 			after, quantile := h.Delay()
 			rt.hedge = Hedge{After: after, Quantile: quantile, Max: h.Max}
@@ -210,6 +212,7 @@ func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider,
 	}
 	ep.Forward.Allow(pc.ForwardHeaders)
 	ep.StreamUsage = pc.StreamUsage == nil || *pc.StreamUsage
+	ep.Prefill = pc.Prefill || pc.Format == upstream.FormatAnthropic
 	prov := &Provider{
 		Endpoint:       ep,
 		Name:           pc.Name,
@@ -302,6 +305,7 @@ func (p *Planner) Providers() []*Provider { return p.providers }
 type Policy struct {
 	Deadline time.Duration // 0: none
 	Hedge    Hedge
+	Resume   int // continuations a cut stream may start; 0: off
 }
 
 // Hedge is a route's hedging: start the next candidate too once the running
@@ -338,7 +342,7 @@ func (p *Planner) PlanRoute(model string, cr upstream.Route) (Policy, []Candidat
 	if rt.size[cr] == 0 {
 		return Policy{}, nil, ErrRouteNotServed
 	}
-	return Policy{Deadline: rt.deadline, Hedge: rt.hedge}, p.plan(rt, cr), nil
+	return Policy{Deadline: rt.deadline, Hedge: rt.hedge, Resume: rt.resume}, p.plan(rt, cr), nil
 }
 
 func (p *Planner) plan(rt *route, cr upstream.Route) []Candidate {

@@ -62,7 +62,9 @@ func (w *walk) finishRequest() {
 // sent records that the committed attempt's first bytes reached the client
 // (settler): a stream's candidate is streaming from now on.
 func (w *walk) sent(a *Attempt) {
-	w.sentAt = w.r.now()
+	if w.sentAt.IsZero() { // a continuation's first bytes are not the request's
+		w.sentAt = w.r.now()
+	}
 	if a.Stream() {
 		row := &w.rows[a.i]
 		row.Status, row.FirstByte = report.CandidateStreaming, a.fb

@@ -71,6 +71,10 @@ type Request struct {
 	// ClientConcurrency is the client's max_concurrency: every attempt
 	// also takes a slot of the client's gate. Zero: no client gate.
 	ClientConcurrency int
+	// Resume is how many continuations a text stream cut after its commit
+	// point may start on the next candidates (resume.go); 0: off. Not
+	// with Hedge.
+	Resume int
 }
 
 // Exchange is a request's wire format as the loop sees it (implemented by
@@ -90,6 +94,12 @@ type Exchange interface {
 	// Relayed rewrites a provider's client-fault answer into the client's
 	// format before it is relayed.
 	Relayed(ep *upstream.Endpoint, se *upstream.StatusError)
+	// Stitch readies s to watch a stream on ep for a resume, or returns
+	// nil when such a stream cannot be resumed.
+	Stitch(ep *upstream.Endpoint, s *upstream.Stitch) *upstream.Stitch
+	// BuildPrefill is Build for a continuation: text, what the client
+	// has, goes last as an assistant message.
+	BuildPrefill(ep *upstream.Endpoint, model, text string, call *upstream.Call) error
 }
 
 // Outcome is how a request ended. When Committed is false the caller writes

@@ -128,6 +128,16 @@ func TestAttemptsEndClosed(t *testing.T) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write([]byte(`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`))
 				return
+			case "cuttext", "cont":
+				// A text stream cut after its commit point, and its
+				// continuation (the prefill is the cut one's text).
+				w.Header().Set("Content-Type", "text/event-stream")
+				if mode == "cuttext" {
+					_, _ = w.Write([]byte(`data: {"id":"c1","model":"m","choices":[{"index":0,"delta":{"content":"Hello"}}]}` + "\n\n"))
+					return
+				}
+				_, _ = w.Write([]byte(`data: {"id":"c2","model":"m","choices":[{"index":0,"delta":{"content":" world"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"))
+				return
 			case "slow":
 				select {
 				case <-r.Context().Done():
@@ -149,9 +159,12 @@ func TestAttemptsEndClosed(t *testing.T) {
 	h := newHealthRig(t, `
 providers:
   - { name: a, base_url: "`+sa.URL+`/v1", api_keys: [ka], max_concurrency: 4, retry: { backoff: 1ms } }
-  - { name: b, base_url: "`+sb.URL+`/v1", api_keys: [kb], max_concurrency: 4 }
+  - { name: b, base_url: "`+sb.URL+`/v1", api_keys: [kb], max_concurrency: 4, prefill: true }
 models:
   - name: m
+    candidates: [ { provider: a, priority: 0 }, { provider: b, priority: 1 } ]
+  - name: rm
+    resume: { attempts: 1 }
     candidates: [ { provider: a, priority: 0 }, { provider: b, priority: 1 } ]
   - name: hm
     hedge: { after: 30ms }
@@ -172,6 +185,7 @@ models:
 		{"failover after a retry", "m", "500", "", true, "a:failed b:success", 1, false},
 		{"cut after commit", "m", "cut", "", true, "a:failed b:unused", 0, false},
 		{"body", "m", "body", "", false, "a:success b:unused", 0, false},
+		{"cut after commit, resumed", "rm", "cuttext", "cont", true, "a:failed b:success", 0, false},
 		{"hedged loser", "hm", "slow", "", true, "a:cancelled b:success", 0, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,9 +199,13 @@ models:
 			}
 			l := &ledger{cands: map[int]report.Candidate{}}
 			h.run.Record = l
+			ex := chatOf(tt.model)
+			if pol.Resume > 0 { // a resumable stream's body says it streams
+				ex, _ = upstream.ParseChatRequest([]byte(`{"model":"rm","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+			}
 			att, _ := h.run.Run(context.Background(), &Request{ID: uuid.New(), Model: tt.model, Stream: tt.stream,
-				Priority: admission.Interactive, Received: h.clock.Now(), Candidates: plan, Exchange: chatOf(tt.model),
-				Hedge: pol.Hedge})
+				Priority: admission.Interactive, Received: h.clock.Now(), Candidates: plan, Exchange: ex,
+				Hedge: pol.Hedge, Resume: pol.Resume})
 			if att == nil {
 				t.Fatal("nothing committed")
 			}

@@ -71,6 +71,9 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	}
 
 	m.completion = completion{id: c.id, model: req.Model, identity: c.b.Identity, chunks: c.b.Chunks, promptN: promptTokens(c.body)}
+	if !c.prefill(&m.completion) {
+		return
+	}
 	bufs := bufPool.Get().(*buffers)
 	defer bufPool.Put(bufs)
 	if !req.Stream {
@@ -170,7 +173,7 @@ func (m *message) serveStream(w http.ResponseWriter, r *http.Request, b *Behavio
 		!sse.send(appendPing(bufs.out[:0])) {
 		return outcomeCancelled
 	}
-	for i := 1; i <= m.chunks; i++ {
+	for i := max(1, m.from); i <= m.chunks; i++ {
 		if !sleep(ctx, b.ChunkInterval) {
 			return outcomeCancelled
 		}

@@ -153,6 +153,9 @@ type Behavior struct {
 	// by default the mock answers them 401 like Anthropic, so a test notices a gateway
 	// that forgot the provider's credentials. KeyStatus reads x-api-key there.
 	Keyless bool
+	// RejectPrefill and RepeatOnPrefill: how a request with a prefill is
+	// failed (prefill.go).
+	RejectPrefill, RepeatOnPrefill bool
 }
 
 // ToolUseFirst as Behavior.ToolUse calls the first tool the request offers.

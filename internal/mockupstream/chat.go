@@ -60,6 +60,9 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	if len(req.Tools) > 2 { // neither absent, null nor []
 		comp.tool = chatToolCall(c.body)
 	}
+	if !c.prefill(&comp) {
+		return
+	}
 	if !req.Stream {
 		c.o = serveNonStream(w, r, &c.b, &comp)
 		return
@@ -165,7 +168,7 @@ func serveStream(w http.ResponseWriter, r *http.Request, b *Behavior, c *complet
 	if c.tool.name != "" {
 		return serveToolStream(sse, r, b, c, bufs, includeUsage)
 	}
-	for i := 1; i <= c.chunks; i++ {
+	for i := max(1, c.from); i <= c.chunks; i++ {
 		if !sleep(ctx, b.ChunkInterval) {
 			return outcomeCancelled
 		}

@@ -99,6 +99,15 @@
 // error event then response.failed (responses), an overloaded_error error event
 // (messages); the stream then ends cleanly without its closing events.
 //
+// A request whose last message is the assistant's (a prefill, how a gateway resumes a cut
+// stream on another provider), on chat or messages, is answered with the rest of the
+// answer: the fixed word sequence "Hello from <identity> chunk 1 2 ... n" continues at
+// the chunk after the prefill's words, so prefill and continuation concatenate to the
+// whole answer without overlap or gap (a prefill short of chunk 1's words gets the
+// whole answer). Behavior.RejectPrefill (X-Mock-Reject-Prefill) answers such a request
+// 400 prefill_unsupported; Behavior.RepeatOnPrefill (X-Mock-Repeat-On-Prefill) ignores
+// the prefill and answers from the beginning. Server.Prefills counts them (prefill.go).
+//
 // Fail-rate, hang-rate and slow-rate decisions are deterministic (a counter, not a
 // random source), so a test that sends N requests at FailRate r sees exactly floor(N·r)
 // failures.

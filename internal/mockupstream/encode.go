@@ -36,6 +36,7 @@ type completion struct {
 	// as OpenAI does when stream_options.include_usage is true.
 	usageNull bool
 	noFinish  bool // Behavior.OmitFinishReason: the last chunk's finish_reason is null
+	from      int  // the first content chunk sent: a prefill's continuation (prefill.go); 0 is 1
 }
 
 // closeChunk ends a chunk's choices array and the chunk.

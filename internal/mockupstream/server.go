@@ -50,6 +50,7 @@ type Server struct {
 	failSeq atomic.Uint64 // position in the deterministic fail-rate schedule
 	hangSeq atomic.Uint64 // position in the hang-rate schedule, counted apart
 	slowSeq atomic.Uint64 // position in the slow-rate schedule, counted apart
+	prefill atomic.Uint64 // requests that came with a prefill (prefill.go)
 
 	// count is per endpoint; Stats sums it, so no request pays for two counters.
 	count [numEndpoints]counters

@@ -21,7 +21,7 @@ import (
 // the rows themselves, or nil for NULL.
 type batchArgs struct {
 	cRequestID                                     [][16]byte
-	cIndex, cRetry, cStatusCode                    []int32
+	cIndex, cRetry, cStatusCode, cResumedFrom      []int32
 	cProvider, cEndpoint, cKeyID, cModel, cStatus  []string
 	cSkipReason, cErrorType, cErrorMessage         []string
 	cLatency, cFirstByte                           []int64
@@ -60,7 +60,7 @@ func (a *batchArgs) fill(reqs []Request, reqNew []bool, cands []Candidate, candN
 	a.args = append(a.args[:0],
 		a.cRequestID, a.cIndex, a.cRetry, a.cProvider, a.cEndpoint, a.cKeyID, a.cModel,
 		a.cStatus, a.cSkipReason, a.cStatusCode, a.cErrorType, a.cErrorMessage,
-		a.cLatency, a.cFirstByte, a.cStartedAt, a.cFinishedAt, a.cCreatedAt,
+		a.cLatency, a.cFirstByte, a.cStartedAt, a.cFinishedAt, a.cCreatedAt, a.cResumedFrom,
 		a.rID, a.rClientRequestID, a.rCreatedAt, a.rModel, a.rRoute, a.rReplica, a.rStream, a.rClient, a.rPriority,
 		a.rStatus, a.rStatusCode, a.rErrorType, a.rLatency, a.rFirstByte,
 		a.rCandidateCount, a.rPromptTokens, a.rCompletionTokens, a.rTotalTokens, a.rFinishedAt)
@@ -88,6 +88,11 @@ func (a *batchArgs) addCandidate(c *Candidate) {
 	a.cStartedAt = append(a.cStartedAt, timeOrNil(&c.StartedAt))
 	a.cFinishedAt = append(a.cFinishedAt, timeOrNil(&c.FinishedAt))
 	a.cCreatedAt = append(a.cCreatedAt, c.CreatedAt)
+	from := int32(-1) // NULL
+	if c.Resumed {
+		from = int32(c.ResumedFrom)
+	}
+	a.cResumedFrom = append(a.cResumedFrom, from)
 }
 
 func (a *batchArgs) addRequest(r *Request) {
@@ -126,7 +131,7 @@ func (a *batchArgs) addRequest(r *Request) {
 // rows and strings so the GC can reclaim them.
 func (a *batchArgs) reset() {
 	a.cRequestID = a.cRequestID[:0]
-	a.cIndex, a.cRetry, a.cStatusCode = a.cIndex[:0], a.cRetry[:0], a.cStatusCode[:0]
+	a.cIndex, a.cRetry, a.cStatusCode, a.cResumedFrom = a.cIndex[:0], a.cRetry[:0], a.cStatusCode[:0], a.cResumedFrom[:0]
 	for _, s := range []*[]string{&a.cProvider, &a.cEndpoint, &a.cKeyID, &a.cModel, &a.cStatus,
 		&a.cSkipReason, &a.cErrorType, &a.cErrorMessage, &a.rClientRequestID, &a.rModel, &a.rRoute, &a.rReplica,
 		&a.rClient, &a.rPriority, &a.rStatus, &a.rErrorType} {
@@ -173,6 +178,7 @@ var candidateParams = []param{
 	{"error_message", "text", "nullText"}, {"latency_ms", "int8", "millis"},
 	{"first_byte_ms", "int8", "millis"}, {"started_at", "timestamptz", ""},
 	{"finished_at", "timestamptz", ""}, {"created_at", "timestamptz", ""},
+	{"resumed_from", "int4", "nullNegative"},
 }
 
 var requestParams = []param{
@@ -201,6 +207,8 @@ func insertFromArrays(table string, params []param, first int) string {
 			u = "NULLIF(" + u + ", '')"
 		case "nullZero":
 			u = "NULLIF(" + u + ", 0)"
+		case "nullNegative":
+			u = "NULLIF(" + u + ", -1)"
 		case "millis":
 			u = "NULLIF(" + u + ", 0) / 1000000"
 		}

@@ -83,7 +83,12 @@ func appendCandidate(b []byte, c *Candidate) []byte {
 	b = binary.AppendVarint(b, int64(c.FirstByte))
 	b = appendTime(b, c.StartedAt)
 	b = appendTime(b, c.FinishedAt)
-	return appendTime(b, c.CreatedAt)
+	b = appendTime(b, c.CreatedAt)
+	// Last, so frames spooled before resumes existed still decode.
+	if c.Resumed {
+		b = binary.AppendVarint(b, int64(c.ResumedFrom))
+	}
+	return b
 }
 
 func appendString(b []byte, s string) []byte {
@@ -161,6 +166,9 @@ func decodePayload(p []byte, rec *record) error {
 		c.StartedAt = d.time()
 		c.FinishedAt = d.time()
 		c.CreatedAt = d.time()
+		if len(d.b) > 0 { // a resuming attempt's, or spooled before resumes existed
+			c.Resumed, c.ResumedFrom = true, int(d.varint())
+		}
 	default:
 		return errBadPayload
 	}

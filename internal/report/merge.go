@@ -103,6 +103,9 @@ func mergeCandidate(stored, in *Candidate) {
 	m.StartedAt = earliest(in.StartedAt, stored.StartedAt)
 	m.FinishedAt = coalesceTime(in.FinishedAt, stored.FinishedAt)
 	m.CreatedAt = stored.CreatedAt
+	if !in.Resumed {
+		m.Resumed, m.ResumedFrom = stored.Resumed, stored.ResumedFrom
+	}
 	*stored = m
 }
 

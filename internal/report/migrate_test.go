@@ -40,7 +40,11 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	index := func(name string) string {
 		return "SELECT count(*) FROM pg_indexes WHERE indexname = '" + name + "'"
 	}
-	for _, q := range []string{column("route"), column("replica"), index("requests_created_at_id_idx"), index("request_candidates_attempted_idx")} {
+	candColumn := func(name string) string {
+		return "SELECT count(*) FROM information_schema.columns WHERE table_name = 'request_candidates' AND column_name = '" + name + "'"
+	}
+	for _, q := range []string{column("route"), column("replica"), index("requests_created_at_id_idx"), index("request_candidates_attempted_idx"),
+		candColumn("resumed_from")} {
 		if n := queryInt(t, dsn, q); n != 1 {
 			t.Fatalf("after up: %s = %d, want 1", q, n)
 		}
@@ -49,11 +53,12 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		t.Errorf("after up: requests_created_at_idx still there (00004 replaces it)")
 	}
 
-	// down steps back one migration at a time: the console indexes (and the
+	// down steps back one migration at a time: resumed_from, the console indexes (and the
 	// plain created_at index is back), the replica column, the route column...
 	for _, step := range []struct {
 		gone, kept []string
 	}{
+		{gone: []string{candColumn("resumed_from")}, kept: []string{index("requests_created_at_id_idx")}},
 		{gone: []string{index("requests_created_at_id_idx"), index("requests_status_created_at_idx"),
 			index("requests_model_created_at_idx"), index("requests_client_created_at_idx"),
 			index("request_candidates_attempted_idx")},
@@ -77,7 +82,7 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		}
 	}
 	if n := queryInt(t, dsn, "SELECT count(*) FROM pg_tables WHERE tablename IN ('requests', 'request_candidates')"); n != 2 {
-		t.Errorf("after three downs: %d report tables, want 2", n)
+		t.Errorf("after four downs: %d report tables, want 2", n)
 	}
 	// ...then the tables.
 	out.Reset()
@@ -85,7 +90,7 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		t.Fatalf("second down: %v", err)
 	}
 	if n := queryInt(t, dsn, "SELECT count(*) FROM pg_tables WHERE tablename IN ('requests', 'request_candidates')"); n != 0 {
-		t.Errorf("after four downs: %d report tables, want 0", n)
+		t.Errorf("after five downs: %d report tables, want 0", n)
 	}
 	out.Reset()
 	if err := Migrate(ctx, secret.New(dsn), "down", &out); err != nil {

@@ -67,6 +67,9 @@ type TimelineCandidate struct {
 	StartedAt      *time.Time `json:"started_at"`
 	FinishedAt     *time.Time `json:"finished_at"`
 	CreatedAt      time.Time  `json:"created_at"`
+	// ResumedFrom is the candidate_index whose cut stream this attempt
+	// continued; null for any other attempt.
+	ResumedFrom *int32 `json:"resumed_from"`
 }
 
 // The reads' columns are named as the fields of the structs they fill (see
@@ -78,7 +81,7 @@ FROM requests WHERE id = $1`
 
 const selectCandidatesSQL = `SELECT candidate_index, retry_index, provider, endpoint, key_id, model,
     status, skip_reason, status_code, error_type, error_message, latency_ms, first_byte_ms,
-    started_at, finished_at, created_at
+    started_at, finished_at, created_at, resumed_from
 FROM request_candidates WHERE request_id = $1
 ORDER BY candidate_index, retry_index`
 

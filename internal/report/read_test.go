@@ -80,7 +80,7 @@ func TestAdminReadsEveryColumn(t *testing.T) {
 	fin := baseTime.Add(2 * time.Second)
 	mustUpsert(t, w, []record{
 		{kind: kindCandidate, cand: Candidate{RequestID: id, Index: 1, RetryIndex: 2, Provider: "prov", Endpoint: "https://up.example",
-			KeyID: "k1", Model: "up-model", Status: CandidateFailed, SkipReason: "sr", StatusCode: 503, ErrorType: ErrorTypeUpstreamHTTP,
+			KeyID: "k1", Model: "up-model", Status: CandidateFailed, SkipReason: "sr", Resumed: true, ResumedFrom: 0, StatusCode: 503, ErrorType: ErrorTypeUpstreamHTTP,
 			ErrorMessage: "boom", Latency: 700 * time.Millisecond, FirstByte: 90 * time.Millisecond,
 			StartedAt: baseTime.Add(time.Second), FinishedAt: fin, CreatedAt: baseTime}},
 		{kind: kindRequest, req: Request{ID: id, ClientRequestID: "cr-1", CreatedAt: baseTime, Model: "m", Route: "messages",
@@ -134,7 +134,8 @@ func TestAdminReadsEveryColumn(t *testing.T) {
 	same("timeline candidate", asMap(tl.Candidates[0]), map[string]any{"candidate_index": 1.0, "retry_index": 2.0,
 		"provider": "prov", "endpoint": "https://up.example", "key_id": "k1", "model": "up-model", "status": "failed",
 		"skip_reason": "sr", "status_code": 503.0, "error_type": ErrorTypeUpstreamHTTP, "error_message": "boom",
-		"latency_ms": 700.0, "first_byte_ms": 90.0, "started_at": started, "finished_at": finished, "created_at": created})
+		"latency_ms": 700.0, "first_byte_ms": 90.0, "started_at": started, "finished_at": finished, "created_at": created,
+		"resumed_from": 0.0})
 
 	page, err := w.ListRequests(context.Background(), ListFilter{})
 	if err != nil {

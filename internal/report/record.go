@@ -63,6 +63,10 @@ type Candidate struct {
 	StartedAt    time.Time     // zero -> NULL
 	FinishedAt   time.Time     // zero -> NULL
 	CreatedAt    time.Time     // zero -> the time the writer picks the record up
+	// Resumed: this attempt continued the stream of candidate ResumedFrom
+	// (its candidate_index), cut after its commit point; false -> NULL.
+	Resumed     bool
+	ResumedFrom int
 }
 
 // Request statuses (requests.status).

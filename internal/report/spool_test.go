@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"os"
@@ -75,6 +76,8 @@ func TestCodecRoundTrip(t *testing.T) {
 			Endpoint: "http://h", KeyID: "k", Model: "m", Status: CandidateFailed, SkipReason: "s", StatusCode: -5,
 			ErrorType: "e", ErrorMessage: "héllo", Latency: -time.Second, FirstByte: 9, StartedAt: baseTime,
 			FinishedAt: baseTime.Add(time.Nanosecond), CreatedAt: baseTime}},
+		{kind: kindCandidate, cand: Candidate{RequestID: uuid.New(), Index: 1, Status: CandidateSuccess,
+			CreatedAt: baseTime, Resumed: true, ResumedFrom: 0}},
 	}
 	for _, want := range recs {
 		buf := appendFrame(nil, &want)
@@ -92,6 +95,10 @@ func TestCodecRoundTrip(t *testing.T) {
 			end := len(buf) - len(appendString(nil, want.req.Replica))
 			olderEnds[end] = true
 			olderEnds[end-len(appendString(nil, want.req.Route))] = true
+		}
+		if want.kind == kindCandidate && want.cand.Resumed {
+			// Without resumed_from: a frame of a version before resumes.
+			olderEnds[len(buf)-len(binary.AppendVarint(nil, int64(want.cand.ResumedFrom)))] = true
 		}
 		for cut := frameHeader; cut < len(buf); cut++ {
 			if err := decodePayload(buf[frameHeader:cut], &got); err == nil && !olderEnds[cut] {

@@ -57,7 +57,8 @@ ON CONFLICT (request_id, candidate_index, retry_index) DO UPDATE SET
     latency_ms    = COALESCE(EXCLUDED.latency_ms, t.latency_ms),
     first_byte_ms = COALESCE(EXCLUDED.first_byte_ms, t.first_byte_ms),
     started_at    = LEAST(EXCLUDED.started_at, t.started_at),
-    finished_at   = COALESCE(EXCLUDED.finished_at, t.finished_at)
+    finished_at   = COALESCE(EXCLUDED.finished_at, t.finished_at),
+    resumed_from  = COALESCE(EXCLUDED.resumed_from, t.resumed_from)
 WHERE ` + rankCase("EXCLUDED.status", candidateRank) + ` > ` + rankCase("t.status", candidateRank)
 
 var requestConflictSQL = `

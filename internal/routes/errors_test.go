@@ -57,6 +57,18 @@ func TestParseRoutesErrorMessages(t *testing.T) {
 	}{
 		// The file's shape, found before decoding.
 		{
+			name: "resume attempts above 3", from: "  - name: gpt-4o-mini\n", to: "  - name: gpt-4o-mini\n    resume: { attempts: 4 }\n",
+			path: "models[0].resume.attempts", want: `line 17: models[0].resume.attempts must be between 0 and 3, got 4`,
+		},
+		{
+			name: "resume attempts negative", from: "  - name: gpt-4o-mini\n", to: "  - name: gpt-4o-mini\n    resume: { attempts: -1 }\n",
+			path: "models[0].resume.attempts", want: `line 17: models[0].resume.attempts must be between 0 and 3, got -1`,
+		},
+		{
+			name: "prefill on an anthropic provider", from: "    format: openai\n", to: "    format: anthropic\n    prefill: true\n",
+			path: "providers[1].prefill", want: `line 12: providers[1].prefill applies only to format openai (an anthropic provider takes a prefill natively)`,
+		},
+		{
 			name: "misspelt field", from: `api_keys: ["sk-backup-literal-333"]`, to: `api_key: ["sk-backup-literal-333"]`,
 			path: "providers[1]", want: `line 13: providers[1]: unknown field "api_key" (did you mean "api_keys"?)`,
 		},

@@ -53,6 +53,11 @@ type ProviderConfig struct {
 	// refuses stream_options: its streams then count only the usage their
 	// client asked for (docs/formats.md).
 	StreamUsage *bool `yaml:"stream_usage"`
+	// Prefill (format openai only) says the server continues a trailing
+	// assistant message (vLLM, DeepSeek, llama.cpp do), so a cut stream of
+	// a route with resume may be continued here. Anthropic providers take
+	// a prefill natively and need no flag.
+	Prefill bool `yaml:"prefill"`
 }
 
 // Auth styles of the routes file.
@@ -167,9 +172,24 @@ type ModelConfig struct {
 	// Hedge, when set, starts the next candidate too once the running
 	// attempt has not committed after After: a duration, or a percentile
 	// of the running target's first-byte latency ("p95"). Off by default.
-	Hedge      HedgeConfig   `yaml:"hedge"`
+	Hedge HedgeConfig `yaml:"hedge"`
+	// Resume, when its attempts are set, continues a text stream cut after
+	// its commit point on the next candidate that takes a prefill, in the
+	// same client stream (docs/architecture.md, "Resuming a cut stream").
+	// Off by default.
+	Resume     ResumeConfig  `yaml:"resume"`
 	Candidates []EntryConfig `yaml:"candidates"`
 }
+
+// ResumeConfig is a model route's resume of cut streams.
+type ResumeConfig struct {
+	// Attempts is how many continuations one request may start, 0..3;
+	// 0 (or the block absent) is off.
+	Attempts int `yaml:"attempts"`
+}
+
+// MaxResumeAttempts bounds resume.attempts.
+const MaxResumeAttempts = 3
 
 // HedgeConfig is a model route's hedging.
 type HedgeConfig struct {

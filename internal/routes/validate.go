@@ -87,6 +87,9 @@ func (v *validator) validate(r *Routes) error {
 				return err
 			}
 		}
+		if a := m.Resume.Attempts; a < 0 || a > MaxResumeAttempts {
+			return v.fail(path+".resume.attempts", " must be between 0 and %d, got %d", MaxResumeAttempts, a)
+		}
 		if _, written := v.lines[path+".deadline"]; written && m.Deadline <= 0 {
 			return v.fail(path+".deadline", " must be a positive duration, got %s", time.Duration(m.Deadline))
 		}
@@ -186,6 +189,9 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		if p.DefaultMaxTokens < 1 {
 			return v.fail(path+".default_max_tokens", " must be a positive whole number, got %d", p.DefaultMaxTokens)
 		}
+	}
+	if p.Prefill && p.Format != upstream.FormatOpenAI {
+		return v.fail(path+".prefill", " applies only to format openai (an anthropic provider takes a prefill natively)")
 	}
 	if p.StreamUsage != nil && p.Format != upstream.FormatOpenAI {
 		return v.fail(path+".stream_usage", " applies only to format openai (this provider is %s)", p.Format)

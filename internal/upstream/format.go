@@ -94,6 +94,10 @@ type Endpoint struct {
 	// for its usage chunk when the client did not (the routes file's
 	// stream_usage, default true); the client is then not shown it.
 	StreamUsage bool
+	// Prefill: the provider continues a trailing assistant message (a
+	// resumed stream's prefill): anthropic always, openai with the routes
+	// file's prefill: true.
+	Prefill bool
 }
 
 // Serves reports whether the endpoint's format can serve the client route.

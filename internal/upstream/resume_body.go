@@ -1,0 +1,115 @@
+package upstream
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/llmgw/gateway/internal/jsontext"
+)
+
+// The bytes a resume changes (resume.go): the continuation's request, the
+// client's with the relayed text as its last message, and the members of
+// a continuation's events that must be the first answer's.
+
+// spliceMember replaces the value of the top-level member key (quoted) of
+// the JSON object b with val; b is returned unchanged without one.
+func spliceMember(b []byte, key string, val []byte) []byte {
+	i := jsontext.SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return b
+	}
+	i = jsontext.SkipSpace(b, i+1)
+	for i < len(b) && b[i] == '"' {
+		ke := jsontext.SkipString(b, i)
+		k := b[i:ke]
+		i = jsontext.SkipSpace(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return b
+		}
+		vs := jsontext.SkipSpace(b, i+1)
+		ve := jsontext.SkipValue(b, vs)
+		if string(k) == key {
+			out := make([]byte, 0, len(b)-(ve-vs)+len(val))
+			out = append(append(append(out, b[:vs]...), val...), b[ve:]...)
+			return out
+		}
+		i = jsontext.SkipSpace(b, ve)
+		if i >= len(b) || b[i] != ',' {
+			return b
+		}
+		i = jsontext.SkipSpace(b, i+1)
+	}
+	return b
+}
+
+// BuildPrefill sets call's URL and Body for a continuation on ep: the
+// client's request with text appended to its messages as a last assistant
+// message, then built for ep as Build would (the model spliced, or the
+// whole translated). Anthropic refuses a prefill that ends with
+// whitespace, so it is trimmed for an anthropic provider.
+func (r *ChatRequest) BuildPrefill(ep *Endpoint, model, text string, call *Call) error {
+	if r.Route != RouteChat && r.Route != RouteMessages {
+		return &RequestError{Message: "only chat and messages streams are resumed"}
+	}
+	var req struct {
+		Messages []struct {
+			Role string `json:"role"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(r.Body, &req) != nil || len(req.Messages) == 0 || req.Messages[len(req.Messages)-1].Role == "assistant" {
+		// The client's own prefill: what the model wrote continues it, and
+		// two assistant messages in a row are not one prefill everywhere.
+		return &RequestError{Param: "messages", Message: "the request ends with an assistant message"}
+	}
+	if ep.Format == FormatAnthropic {
+		text = strings.TrimRight(text, " \t\r\n")
+	}
+	msg := append([]byte(`{"role":"assistant","content":`), jsontext.AppendString(nil, text)...)
+	body, ok := appendMessage(r.Body, append(msg, '}'))
+	if !ok {
+		return &RequestError{Param: "messages", Message: "messages is not an array"}
+	}
+	pr, err := ParseRequest(r.Route, body)
+	if err != nil {
+		return err
+	}
+	return pr.Build(ep, model, call)
+}
+
+// appendMessage returns a copy of body with msg appended to its top-level
+// messages array.
+func appendMessage(body, msg []byte) ([]byte, bool) {
+	i := jsontext.SkipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, false
+	}
+	i = jsontext.SkipSpace(body, i+1)
+	for i < len(body) && body[i] == '"' {
+		ke := jsontext.SkipString(body, i)
+		k := body[i:ke]
+		i = jsontext.SkipSpace(body, ke)
+		if i >= len(body) || body[i] != ':' {
+			return nil, false
+		}
+		vs := jsontext.SkipSpace(body, i+1)
+		ve := jsontext.SkipValue(body, vs)
+		if string(k) == `"messages"` {
+			if vs >= len(body) || body[vs] != '[' || body[ve-1] != ']' {
+				return nil, false
+			}
+			out := make([]byte, 0, len(body)+len(msg)+1)
+			out = append(out, body[:ve-1]...)
+			if jsontext.SkipSpace(body, vs+1) != ve-1 {
+				out = append(out, ',')
+			}
+			out = append(append(out, msg...), body[ve-1:]...)
+			return out, true
+		}
+		i = jsontext.SkipSpace(body, ve)
+		if i >= len(body) || body[i] != ',' {
+			return nil, false
+		}
+		i = jsontext.SkipSpace(body, i+1)
+	}
+	return nil, false
+}
