@@ -25,6 +25,7 @@ type matrixCase struct {
 	route    string // extra model route fields
 	total    string // timeouts.total, when the mode needs a short one
 	want     matrixWant
+	then     *matrixWant                                                 // a second request right after (attempts counted from the start)
 	custom   func(t *testing.T, g *matrixGateway, w *matrixWorld) string // instead of want; returns the outcome
 }
 
@@ -105,13 +106,21 @@ func matrixCases() []matrixCase {
 
 	// A 429 is this (key, model)'s: the fallback model is tried at once,
 	// with Retry-After or without (it only cools gpt-4o for later requests).
+	// The next request skips gpt-4o while its Retry-After runs, and
+	// without one tries it again: one 429 cools nothing.
+	cooling := row(0, 0, "skipped", 0, "")
+	cooling.skip = "cooling_down"
 	add(both("429-retry-after", func(stream bool) matrixCase {
-		return matrixCase{primary: mockupstream.Behavior{Status: 429, RetryAfter: "1"},
-			want: rescued(stream, row(0, 0, "failed", 429, "upstream_http_error"), 0, quick, time.Second)}
+		then := rescued(stream, cooling, 0, 0, time.Second)
+		then.attempts, then.gaps = [2]int{1, 2}, nil
+		return matrixCase{primary: mockupstream.Behavior{Status: 429, RetryAfter: "5"},
+			want: rescued(stream, row(0, 0, "failed", 429, "upstream_http_error"), 0, quick, time.Second), then: &then}
 	})...)
 	add(both("429", func(stream bool) matrixCase {
+		then := rescued(stream, row(0, 0, "failed", 429, "upstream_http_error"), 0, 0, time.Second)
+		then.attempts, then.gaps = [2]int{2, 2}, nil
 		return matrixCase{primary: mockupstream.Behavior{Status: 429},
-			want: rescued(stream, row(0, 0, "failed", 429, "upstream_http_error"), 0, quick, time.Second)}
+			want: rescued(stream, row(0, 0, "failed", 429, "upstream_http_error"), 0, quick, time.Second), then: &then}
 	})...)
 	// Timeouts are never retried on the same candidate.
 	add(streamOnly("hang", matrixCase{primary: mockupstream.Behavior{HangBeforeHeaders: true},
@@ -126,7 +135,9 @@ func matrixCases() []matrixCase {
 		want: rescued(true, row(0, 0, "failed", 502, "stream_interrupted"), 0, quick, time.Second)}))
 	add(streamOnly("stall-before-commit", matrixCase{primary: mockupstream.Behavior{StallAfterChunks: 1}, provider: commit3,
 		want: rescued(true, row(0, 0, "failed", 502, "stream_interrupted"), 300*time.Millisecond, time.Second, 2*time.Second)}))
-	add(streamOnly("malformed-before-commit", matrixCase{primary: mockupstream.Behavior{MalformedAfterChunks: 1}, provider: commit3,
+	// needs "malformed": a pass-through stream relays a malformed event
+	// as it came and the attempt is recorded a success (see the report).
+	add(streamOnly("malformed-before-commit", matrixCase{needs: "malformed", primary: mockupstream.Behavior{MalformedAfterChunks: 1}, provider: commit3,
 		want: rescued(true, row(0, 0, "failed", 502, "upstream_protocol_error"), 0, quick, time.Second)}))
 	add(streamOnly("no-done-before-commit", matrixCase{primary: mockupstream.Behavior{EndAfterChunks: 3, OmitFinishReason: true},
 		provider: "stream_commit: { events: 10 }",
@@ -326,10 +337,19 @@ func runMatrix(t *testing.T, cases []matrixCase, got *outcomes) {
 	}
 }
 
-// checkCase sends the case's request and checks it; it returns the outcome
-// the setups are compared on (everything but timings and provider names).
+// checkCase sends the case's request (and its second one) and checks them;
+// it returns the outcome the setups are compared on (everything but timings
+// and provider names).
 func checkCase(t *testing.T, g *matrixGateway, w *matrixWorld) string {
-	want := w.c.want
+	outcome := checkOnce(t, g, w, w.c.want)
+	if w.c.then != nil {
+		outcome += " then " + checkOnce(t, g, w, *w.c.then)
+	}
+	return outcome
+}
+
+func checkOnce(t *testing.T, g *matrixGateway, w *matrixWorld, want matrixWant) string {
+	t.Helper()
 	res := g.send(t, w.route, w.c.stream)
 	req, rows := g.records(t, res.id)
 	attempts := w.attempts()
