@@ -18,7 +18,7 @@ import (
 type matrixCase struct {
 	name     string
 	stream   bool
-	needs    string // "retry" or "resume": expects a piece built elsewhere (see TestFailoverMatrix)
+	needs    string // "retry", "resume" or "malformed": expects what is not on main yet (see TestFailoverMatrix)
 	primary  mockupstream.Behavior
 	fallback *mockupstream.Behavior
 	provider string // extra provider fields (YAML flow), every provider of the case
@@ -29,10 +29,7 @@ type matrixCase struct {
 	custom   func(t *testing.T, g *matrixGateway, w *matrixWorld) string // instead of want; returns the outcome
 }
 
-func (c *matrixCase) slug() string {
-	s := strings.ReplaceAll(c.name, "/", "-")
-	return s
-}
+func (c *matrixCase) slug() string { return strings.ReplaceAll(c.name, "/", "-") }
 
 // matrixWant is what the client, the mocks and the records must show.
 type matrixWant struct {
@@ -60,6 +57,10 @@ type gapWant struct {
 // once and the next attempt: less than the last-resort retry's 250ms
 // backoff, so a retry or a wait that should not happen shows.
 const quick = 240 * time.Millisecond
+
+// slack: a watchdog runs from admission, a little before the request
+// reaches the mock, so a gap after a timeout may be that much shorter.
+const slack = 50 * time.Millisecond
 
 func row(idx, retry int, status string, code int, errType string) candRow {
 	return candRow{idx: idx, retry: retry, status: status, code: code, errType: errType}
@@ -124,17 +125,17 @@ func matrixCases() []matrixCase {
 	})...)
 	// Timeouts are never retried on the same candidate.
 	add(streamOnly("hang", matrixCase{primary: mockupstream.Behavior{HangBeforeHeaders: true},
-		want: rescued(true, row(0, 0, "failed", 504, "stream_first_byte_timeout"), 300*time.Millisecond, time.Second, 2*time.Second)}))
+		want: rescued(true, row(0, 0, "failed", 504, "stream_first_byte_timeout"), 300*time.Millisecond-slack, time.Second, 2*time.Second)}))
 	add(matrixCase{name: "hang/body", primary: mockupstream.Behavior{HangBeforeHeaders: true}, total: "1s",
-		want: rescued(false, row(0, 0, "failed", 504, "upstream_timeout"), time.Second, 1700*time.Millisecond, 3*time.Second)})
+		want: rescued(false, row(0, 0, "failed", 504, "upstream_timeout"), time.Second-slack, 1700*time.Millisecond, 3*time.Second)})
 	add(streamOnly("slow-first-token", matrixCase{primary: mockupstream.Behavior{FirstByteDelay: 2 * time.Second},
-		want: rescued(true, row(0, 0, "failed", 504, "stream_first_byte_timeout"), 300*time.Millisecond, time.Second, 2*time.Second)}))
+		want: rescued(true, row(0, 0, "failed", 504, "stream_first_byte_timeout"), 300*time.Millisecond-slack, time.Second, 2*time.Second)}))
 	// Before the commit point (the first 3 events are held) a cut, a stall
 	// or a malformed event fails over invisibly.
 	add(streamOnly("cut-before-commit", matrixCase{primary: mockupstream.Behavior{ResetAfterChunks: 1}, provider: commit3,
 		want: rescued(true, row(0, 0, "failed", 502, "stream_interrupted"), 0, quick, time.Second)}))
 	add(streamOnly("stall-before-commit", matrixCase{primary: mockupstream.Behavior{StallAfterChunks: 1}, provider: commit3,
-		want: rescued(true, row(0, 0, "failed", 502, "stream_interrupted"), 300*time.Millisecond, time.Second, 2*time.Second)}))
+		want: rescued(true, row(0, 0, "failed", 502, "stream_interrupted"), 300*time.Millisecond-slack, time.Second, 2*time.Second)}))
 	// needs "malformed": a pass-through stream relays a malformed event
 	// as it came and the attempt is recorded a success (see the report).
 	add(streamOnly("malformed-before-commit", matrixCase{needs: "malformed", primary: mockupstream.Behavior{MalformedAfterChunks: 1}, provider: commit3,
@@ -273,7 +274,9 @@ func resumeCases() []matrixCase {
 // retry-after-wait) expect the last-resort retry per provider; cases with
 // needs "resume" (resume-cut-after-commit, resume-fallback-rejects-prefill)
 // expect stream resume. Both are built on other branches: until they are
-// merged these cases fail, and they are meant to.
+// merged these cases fail, and they are meant to. The case with needs
+// "malformed" (malformed-before-commit) expects a malformed event before
+// the commit point to fail over, which the gateway does not do yet.
 func TestFailoverMatrix(t *testing.T) {
 	start := time.Now()
 	var core, resume []matrixCase
