@@ -287,8 +287,6 @@ type candRow struct {
 	errType     string
 	skip        string
 	resumedFrom *int // resumed_from, when the column exists and is set
-	startedAt   *time.Time
-	finishedAt  *time.Time
 }
 
 func (r candRow) String() string {
@@ -352,23 +350,21 @@ func (g *matrixGateway) records(t *testing.T, id string) (reqRow, []candRow) {
 				return false
 			}
 			var v struct {
-				Idx         int        `json:"candidate_index"`
-				Retry       int        `json:"retry_index"`
-				Model       string     `json:"model"`
-				Status      string     `json:"status"`
-				Code        *int       `json:"status_code"`
-				ErrType     *string    `json:"error_type"`
-				Skip        *string    `json:"skip_reason"`
-				ResumedFrom *int       `json:"resumed_from"`
-				StartedAt   *time.Time `json:"started_at"`
-				FinishedAt  *time.Time `json:"finished_at"`
+				Idx         int     `json:"candidate_index"`
+				Retry       int     `json:"retry_index"`
+				Model       string  `json:"model"`
+				Status      string  `json:"status"`
+				Code        *int    `json:"status_code"`
+				ErrType     *string `json:"error_type"`
+				Skip        *string `json:"skip_reason"`
+				ResumedFrom *int    `json:"resumed_from"`
 			}
 			if qerr = json.Unmarshal(raw, &v); qerr != nil {
 				rows.Close()
 				return false
 			}
 			cands = append(cands, candRow{idx: v.Idx, retry: v.Retry, model: v.Model, status: v.Status, code: deref(v.Code),
-				errType: derefS(v.ErrType), skip: derefS(v.Skip), resumedFrom: v.ResumedFrom, startedAt: v.StartedAt, finishedAt: v.FinishedAt})
+				errType: derefS(v.ErrType), skip: derefS(v.Skip), resumedFrom: v.ResumedFrom})
 		}
 		rows.Close()
 		for _, c := range cands {
