@@ -81,7 +81,8 @@ func (a *arrivals) snapshot() []arrival {
 	return append([]arrival(nil), a.list...)
 }
 
-// matrixWorld is one case in one setup: its mocks, their URLs and the names
+// matrixWorld is one case in one setup ("same", "cross", or "same2": the
+// same provider with two keys): its mocks, their URLs and the names
 // of its providers and route.
 type matrixWorld struct {
 	setup    string // "same" or "cross"
@@ -90,8 +91,9 @@ type matrixWorld struct {
 	primary  *mockupstream.Server // serves gpt-4o (and, same provider, gpt-4o-mini)
 	fallback *mockupstream.Server // serves gpt-4o-mini
 	arr      *arrivals
-	yaml     string // its providers' entries
-	model    string // its model route's entry
+	yaml     string   // its providers' entries
+	model    string   // its model route's entry
+	models   []string // the upstream model of each candidate index
 }
 
 func newWorld(t *testing.T, setup string, c *matrixCase) *matrixWorld {
@@ -104,13 +106,21 @@ func newWorld(t *testing.T, setup string, c *matrixCase) *matrixWorld {
 		t.Cleanup(ts.Close)
 		return m, ts.URL
 	}
+	keys := 1
+	if setup == "same2" {
+		keys = 2
+	}
 	provider := func(name, url string) string {
 		timeouts := "first_byte: 300ms, idle: 300ms"
 		if c.total != "" {
 			timeouts += ", total: " + c.total
 		}
-		s := fmt.Sprintf("  - { name: %s, base_url: \"%s/v1\", api_keys: [\"sk-matrix-%s\"], max_concurrency: 4, timeouts: { %s }",
-			name, url, name, timeouts)
+		var ks []string
+		for k := range keys {
+			ks = append(ks, fmt.Sprintf("\"sk-matrix-%s-%d\"", name, k))
+		}
+		s := fmt.Sprintf("  - { name: %s, base_url: \"%s/v1\", api_keys: [%s], max_concurrency: 4, timeouts: { %s }",
+			name, url, strings.Join(ks, ", "), timeouts)
 		if c.provider != "" {
 			s += ", " + c.provider
 		}
@@ -120,7 +130,12 @@ func newWorld(t *testing.T, setup string, c *matrixCase) *matrixWorld {
 	if c.route != "" {
 		routeExtra = ", " + c.route
 	}
+	w.models = []string{primaryModel, fallbackModel}
 	switch setup {
+	case "same2":
+		// One candidate per key: gpt-4o on both keys, then gpt-4o-mini on both.
+		w.models = []string{primaryModel, primaryModel, fallbackModel, fallbackModel}
+		fallthrough
 	case "same":
 		var url string
 		w.primary, url = serve(fallbackIdentity) // gpt-4o gets its own Behavior below

@@ -25,8 +25,12 @@ type matrixCase struct {
 	route    string // extra model route fields
 	total    string // timeouts.total, when the mode needs a short one
 	want     matrixWant
-	then     *matrixWant                                                 // a second request right after (attempts counted from the start)
-	custom   func(t *testing.T, g *matrixGateway, w *matrixWorld) string // instead of want; returns the outcome
+	// keys2, when set, also runs the case on the same provider with two keys
+	// (candidates gpt-4o key0/key1, then gpt-4o-mini key0/key1): what the
+	// gpt-4o failure skips on the other key.
+	keys2  *matrixWant
+	then   *matrixWant                                                 // a second request right after (attempts counted from the start)
+	custom func(t *testing.T, g *matrixGateway, w *matrixWorld) string // instead of want; returns the outcome
 }
 
 func (c *matrixCase) slug() string { return strings.ReplaceAll(c.name, "/", "-") }
@@ -79,6 +83,25 @@ func rescued(stream bool, failed candRow, gapMin, gapMax, within time.Duration) 
 		gaps: []gapWant{{0, 1, gapMin, gapMax}}, within: within, rows: []candRow{failed, fallbackOK}, request: requestOK}
 }
 
+// twoKeys is rescued on the same provider with two keys: a model-scoped
+// failure skips gpt-4o on the other key (model_failed) and gpt-4o-mini on
+// the first key answers; with again, gpt-4o's other key is tried too and
+// fails alike (a 429 is the key's and model's own).
+func twoKeys(stream bool, failed candRow, again bool, gapMin, gapMax, within time.Duration) *matrixWant {
+	w := rescued(stream, failed, gapMin, gapMax, within)
+	second := row(1, 0, "skipped", 0, "")
+	second.skip = "model_failed"
+	if again {
+		second = failed
+		second.idx = 1
+		w.attempts = [2]int{2, 1}
+	}
+	ok := fallbackOK
+	ok.idx = 2
+	w.rows = []candRow{failed, second, ok, row(3, 0, "unused", 0, "")}
+	return &w
+}
+
 // cutAfterCommit: the client has gpt-4o's first chunks and then the error
 // frame; nothing fails over.
 func cutAfterCommit(text string, within time.Duration) matrixWant {
@@ -121,11 +144,13 @@ func matrixCases() []matrixCase {
 		then := rescued(stream, row(0, 0, "failed", 429, "upstream_http_error"), 0, 0, time.Second)
 		then.attempts, then.gaps = [2]int{2, 2}, nil
 		return matrixCase{primary: mockupstream.Behavior{Status: 429},
-			want: rescued(stream, row(0, 0, "failed", 429, "upstream_http_error"), 0, quick, time.Second), then: &then}
+			want: rescued(stream, row(0, 0, "failed", 429, "upstream_http_error"), 0, quick, time.Second), then: &then,
+			keys2: twoKeys(stream, row(0, 0, "failed", 429, "upstream_http_error"), true, 0, quick, time.Second)}
 	})...)
 	// Timeouts are never retried on the same candidate.
 	add(streamOnly("hang", matrixCase{primary: mockupstream.Behavior{HangBeforeHeaders: true},
-		want: rescued(true, row(0, 0, "failed", 504, "stream_first_byte_timeout"), 300*time.Millisecond-slack, time.Second, 2*time.Second)}))
+		want:  rescued(true, row(0, 0, "failed", 504, "stream_first_byte_timeout"), 300*time.Millisecond-slack, time.Second, 2*time.Second),
+		keys2: twoKeys(true, row(0, 0, "failed", 504, "stream_first_byte_timeout"), false, 300*time.Millisecond-slack, time.Second, 2*time.Second)}))
 	add(matrixCase{name: "hang/body", primary: mockupstream.Behavior{HangBeforeHeaders: true}, total: "1s",
 		want: rescued(false, row(0, 0, "failed", 504, "upstream_timeout"), time.Second-slack, 1700*time.Millisecond, 3*time.Second)})
 	add(streamOnly("slow-first-token", matrixCase{primary: mockupstream.Behavior{FirstByteDelay: 2 * time.Second},
@@ -133,7 +158,8 @@ func matrixCases() []matrixCase {
 	// Before the commit point (the first 3 events are held) a cut, a stall
 	// or a malformed event fails over invisibly.
 	add(streamOnly("cut-before-commit", matrixCase{primary: mockupstream.Behavior{ResetAfterChunks: 1}, provider: commit3,
-		want: rescued(true, row(0, 0, "failed", 502, "stream_interrupted"), 0, quick, time.Second)}))
+		want:  rescued(true, row(0, 0, "failed", 502, "stream_interrupted"), 0, quick, time.Second),
+		keys2: twoKeys(true, row(0, 0, "failed", 502, "stream_interrupted"), false, 0, quick, time.Second)}))
 	add(streamOnly("stall-before-commit", matrixCase{primary: mockupstream.Behavior{StallAfterChunks: 1}, provider: commit3,
 		want: rescued(true, row(0, 0, "failed", 502, "stream_interrupted"), 300*time.Millisecond-slack, time.Second, 2*time.Second)}))
 	// needs "malformed": a pass-through stream relays a malformed event
@@ -160,7 +186,8 @@ func matrixCases() []matrixCase {
 	// refusal is the client's answer.
 	add(both("context-length", func(stream bool) matrixCase {
 		return matrixCase{primary: mockupstream.Behavior{ErrorKind: mockupstream.ErrorContextLength},
-			want: rescued(stream, row(0, 0, "failed", 400, "context_length_exceeded"), 0, quick, time.Second)}
+			want:  rescued(stream, row(0, 0, "failed", 400, "context_length_exceeded"), 0, quick, time.Second),
+			keys2: twoKeys(stream, row(0, 0, "failed", 400, "context_length_exceeded"), false, 0, quick, time.Second)}
 	})...)
 	add(both("context-length-everywhere", func(stream bool) matrixCase {
 		return matrixCase{primary: mockupstream.Behavior{ErrorKind: mockupstream.ErrorContextLength},
@@ -268,7 +295,9 @@ func resumeCases() []matrixCase {
 // TestFailoverMatrix runs every failure mode against the real gateway
 // binary, in-process mock providers on loopback and a real Postgres, in the
 // same-provider and the cross-provider setup, and then checks that both
-// setups gave the same rescue for every mode.
+// setups gave the same rescue for every mode. A few modes also run on the
+// same provider with two keys ("same2"), for what a failure skips on the
+// other key.
 //
 // Cases with needs "retry" (500-once, 503, reset-before-headers,
 // retry-after-wait) expect the last-resort retry per provider; cases with
@@ -319,6 +348,9 @@ func runMatrix(t *testing.T, cases []matrixCase, got *outcomes) {
 		for _, setup := range []string{"same", "cross"} {
 			worlds = append(worlds, newWorld(t, setup, &cases[i]))
 		}
+		if cases[i].keys2 != nil {
+			worlds = append(worlds, newWorld(t, "same2", &cases[i]))
+		}
 	}
 	g := startMatrix(t, worlds)
 	t.Run("cases", func(t *testing.T) {
@@ -327,9 +359,12 @@ func runMatrix(t *testing.T, cases []matrixCase, got *outcomes) {
 				t.Parallel()
 				w.arm()
 				var outcome string
-				if w.c.custom != nil {
+				switch {
+				case w.setup == "same2":
+					outcome = checkOnce(t, g, w, *w.c.keys2)
+				case w.c.custom != nil:
 					outcome = w.c.custom(t, g, w)
-				} else {
+				default:
 					outcome = checkCase(t, g, w)
 				}
 				got.put(w.c.name, w.setup, outcome)
@@ -388,13 +423,12 @@ func checkOnce(t *testing.T, g *matrixGateway, w *matrixWorld, want matrixWant) 
 	if req != want.request {
 		t.Errorf("request row %v, want %v", req, want.request)
 	}
-	models := []string{primaryModel, fallbackModel}
 	if len(rows) != len(want.rows) {
 		t.Errorf("candidate rows:\n  got  %v\n  want %v", rows, want.rows)
 	} else {
 		for i, r := range rows {
 			wr := want.rows[i]
-			wr.model = models[wr.idx]
+			wr.model = w.models[wr.idx]
 			if r.String() != wr.String() || (wr.resumedFrom == nil) != (r.resumedFrom == nil) {
 				t.Errorf("candidate row %d: %v, want %v", i, r, wr)
 			}
