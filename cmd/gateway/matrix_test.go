@@ -472,7 +472,11 @@ const flapDown = 2500 * time.Millisecond
 // and once it is up traffic is back on it within max_cooldown.
 func flapping(t *testing.T, g *matrixGateway, w *matrixWorld) string {
 	const maxCooldown = 2 * time.Second
-	up := time.Now().Add(flapDown) // arm just set the window
+	b, _ := w.primary.ModelBehavior(primaryModel) // arm set the window: DownFor from then
+	up := b.DownUntil
+	if up.IsZero() {
+		t.Fatal("gpt-4o has no down window")
+	}
 	type sent struct {
 		at  time.Time
 		res clientResult
@@ -489,7 +493,7 @@ func flapping(t *testing.T, g *matrixGateway, w *matrixWorld) string {
 			t.Errorf("request at %s (up at %s): %s", at.Format("05.000"), up.Format("05.000"), res)
 		}
 		if res.text == answer(primaryIdentity) && back.IsZero() {
-			back = at
+			back = at.Add(res.elapsed) // the answer's end: an attempt retried may have started before up
 		}
 		if !back.IsZero() && res.text != answer(primaryIdentity) {
 			t.Errorf("a request at %s went to the fallback after gpt-4o was back at %s", at.Format("05.000"), back.Format("05.000"))
@@ -516,7 +520,7 @@ func flapping(t *testing.T, g *matrixGateway, w *matrixWorld) string {
 	}
 	var during int
 	for _, s := range all {
-		if s.at.After(up) {
+		if s.at.Add(s.res.elapsed).After(up) { // only requests over before gpt-4o was up
 			continue
 		}
 		during++
