@@ -17,7 +17,6 @@ import (
 type matrixCase struct {
 	name     string
 	stream   bool
-	needs    string // "retry", "resume" or "malformed": expects what is not on main yet (see TestFailoverMatrix)
 	primary  mockupstream.Behavior
 	fallback *mockupstream.Behavior
 	provider string // extra provider fields (YAML flow), every provider of the case
@@ -101,6 +100,37 @@ func twoKeys(stream bool, failed candRow, again bool, gapMin, gapMax, within tim
 	return &w
 }
 
+// retried is rescued after the last-resort retry: gpt-4o fails, is retried
+// once after the backoff (retry_index 1) and fails alike, then gpt-4o-mini
+// answers at once.
+func retried(stream bool, failed candRow) matrixWant {
+	again := failed
+	again.retry = 1
+	return matrixWant{status: 200, text: answer(fallbackIdentity), done: stream, attempts: [2]int{2, 1},
+		gaps:   []gapWant{{0, 1, retryBackoff, retryBackoff + 500*time.Millisecond}, {1, 2, 0, quick}},
+		within: 1500 * time.Millisecond, rows: []candRow{failed, again, rowAt(1, fallbackOK)}, request: requestOK}
+}
+
+// twoKeysRetried is retried on the same provider with two keys: after the
+// retry, gpt-4o on the other key is skipped (model_failed) and gpt-4o-mini
+// on the first key answers.
+func twoKeysRetried(stream bool, failed candRow) *matrixWant {
+	w := retried(stream, failed)
+	skipped := row(1, 0, "skipped", 0, "")
+	skipped.skip = "model_failed"
+	w.rows = []candRow{w.rows[0], w.rows[1], skipped, rowAt(2, fallbackOK), row(3, 0, "unused", 0, "")}
+	return &w
+}
+
+// rowAt is r at candidate index i.
+func rowAt(i int, r candRow) candRow {
+	r.idx = i
+	return r
+}
+
+// retryBackoff is the providers' default retry.backoff.
+const retryBackoff = 250 * time.Millisecond
+
 // cutAfterCommit: the client has gpt-4o's first chunks and then the error
 // frame; nothing fails over.
 func cutAfterCommit(text string, within time.Duration) matrixWant {
@@ -155,19 +185,18 @@ func matrixCases() []matrixCase {
 	add(streamOnly("slow-first-token", matrixCase{primary: mockupstream.Behavior{FirstByteDelay: 2 * time.Second},
 		want: rescued(true, row(0, 0, "failed", 504, "stream_first_byte_timeout"), 300*time.Millisecond-slack, time.Second, 2*time.Second)}))
 	// Before the commit point (the first 3 events are held) a cut, a stall
-	// or a malformed event fails over invisibly.
+	// or a malformed event fails over invisibly; a cut or a malformed event
+	// (a broken answer) is retried once first, a stall (a timeout) is not.
 	add(streamOnly("cut-before-commit", matrixCase{primary: mockupstream.Behavior{ResetAfterChunks: 1}, provider: commit3,
-		want:  rescued(true, row(0, 0, "failed", 502, "stream_interrupted"), 0, quick, time.Second),
-		keys2: twoKeys(true, row(0, 0, "failed", 502, "stream_interrupted"), false, 0, quick, time.Second)}))
+		want:  retried(true, row(0, 0, "failed", 502, "stream_interrupted")),
+		keys2: twoKeysRetried(true, row(0, 0, "failed", 502, "stream_interrupted"))}))
 	add(streamOnly("stall-before-commit", matrixCase{primary: mockupstream.Behavior{StallAfterChunks: 1}, provider: commit3,
 		want: rescued(true, row(0, 0, "failed", 502, "stream_interrupted"), 300*time.Millisecond-slack, time.Second, 2*time.Second)}))
-	// needs "malformed": a pass-through stream relays a malformed event
-	// as it came and the attempt is recorded a success (see the report).
-	add(streamOnly("malformed-before-commit", matrixCase{needs: "malformed", primary: mockupstream.Behavior{MalformedAfterChunks: 1}, provider: commit3,
-		want: rescued(true, row(0, 0, "failed", 502, "upstream_protocol_error"), 0, quick, time.Second)}))
+	add(streamOnly("malformed-before-commit", matrixCase{primary: mockupstream.Behavior{MalformedAfterChunks: 1}, provider: commit3,
+		want: retried(true, row(0, 0, "failed", 502, "upstream_protocol_error"))}))
 	add(streamOnly("no-done-before-commit", matrixCase{primary: mockupstream.Behavior{EndAfterChunks: 3, OmitFinishReason: true},
 		provider: "stream_commit: { events: 10 }",
-		want:     rescued(true, row(0, 0, "failed", 502, "stream_interrupted"), 0, quick, time.Second)}))
+		want:     retried(true, row(0, 0, "failed", 502, "stream_interrupted"))}))
 	// After the commit point nothing fails over: the client keeps what it
 	// got and the stream ends with the error frame, never [DONE].
 	add(streamOnly("cut-after-commit", matrixCase{primary: mockupstream.Behavior{ResetAfterChunks: 2},
@@ -219,14 +248,14 @@ func retryCases() []matrixCase {
 	var cs []matrixCase
 	backoff := 250 * time.Millisecond
 	cs = append(cs, both("500-once", func(stream bool) matrixCase {
-		return matrixCase{needs: "retry", primary: mockupstream.Behavior{FailFirst: 1, Status: 500},
+		return matrixCase{primary: mockupstream.Behavior{FailFirst: 1, Status: 500},
 			want: matrixWant{status: 200, text: answer(primaryIdentity), done: stream, attempts: [2]int{2, 0},
 				gaps: []gapWant{{0, 1, backoff, backoff + 500*time.Millisecond}}, within: 1500 * time.Millisecond,
 				rows:    []candRow{row(0, 0, "failed", 500, "upstream_http_error"), row(0, 1, "success", 200, ""), unusedFallback},
 				request: requestOK}}
 	})...)
 	cs = append(cs, both("503", func(stream bool) matrixCase {
-		return matrixCase{needs: "retry", primary: mockupstream.Behavior{Status: 503},
+		return matrixCase{primary: mockupstream.Behavior{Status: 503},
 			want: matrixWant{status: 200, text: answer(fallbackIdentity), done: stream, attempts: [2]int{2, 1},
 				gaps:   []gapWant{{0, 1, backoff, backoff + 500*time.Millisecond}, {1, 2, 0, quick}},
 				within: 1500 * time.Millisecond,
@@ -235,7 +264,7 @@ func retryCases() []matrixCase {
 				request: requestOK}}
 	})...)
 	cs = append(cs, both("reset-before-headers", func(stream bool) matrixCase {
-		return matrixCase{needs: "retry", primary: mockupstream.Behavior{ResetBeforeHeaders: true},
+		return matrixCase{primary: mockupstream.Behavior{ResetBeforeHeaders: true},
 			want: matrixWant{status: 200, text: answer(fallbackIdentity), done: stream, attempts: [2]int{2, 1},
 				gaps:   []gapWant{{0, 1, backoff, backoff + 500*time.Millisecond}, {1, 2, 0, quick}},
 				within: 1500 * time.Millisecond,
@@ -246,8 +275,7 @@ func retryCases() []matrixCase {
 	// gpt-4o's Retry-After (10s) is past max_wait and cools it; gpt-4o-mini's
 	// first answer is a 429 with Retry-After 1: no other candidate is healthy,
 	// so it is waited for and gpt-4o-mini tried again.
-	cs = append(cs, matrixCase{name: "retry-after-wait/body", needs: "retry",
-		primary:  mockupstream.Behavior{Status: 429, RetryAfter: "10"},
+	cs = append(cs, matrixCase{name: "retry-after-wait/body", primary: mockupstream.Behavior{Status: 429, RetryAfter: "10"},
 		fallback: &mockupstream.Behavior{Status: 429, RetryAfter: "1", FailFirst: 1},
 		want: matrixWant{status: 200, text: answer(fallbackIdentity), attempts: [2]int{1, 2},
 			gaps:   []gapWant{{0, 1, 0, quick}, {1, 2, time.Second, 1700 * time.Millisecond}},
@@ -273,15 +301,17 @@ func resumeCases() []matrixCase {
 	rejected := row(1, 0, "failed", 400, "upstream_http_error")
 	rejected.resumedFrom = &from0
 	return []matrixCase{
-		streamOnly("resume-cut-after-commit", matrixCase{needs: "resume", route: resume, provider: prefill,
+		streamOnly("resume-cut-after-commit", matrixCase{route: resume, provider: prefill,
 			primary: mockupstream.Behavior{ResetAfterChunks: 2},
-			want: matrixWant{status: 200, text: relayed + answer(fallbackIdentity), done: true, attempts: [2]int{1, 1},
+			// The mock continues its answer after the prefill's words, so
+			// the client's text is the answer whole: no overlap, no gap.
+			want: matrixWant{status: 200, text: answer(primaryIdentity), done: true, attempts: [2]int{1, 1},
 				gaps: []gapWant{{0, 1, 0, quick}}, within: time.Second, prefill: relayed,
 				rows:    []candRow{row(0, 0, "failed", 502, "stream_interrupted"), ok},
 				request: requestOK}}),
 		// The fallback refuses the prefilled continuation (a 400): the
 		// client's stream ends with the error frame, as without resume.
-		streamOnly("resume-fallback-rejects-prefill", matrixCase{needs: "resume", route: resume, provider: prefill,
+		streamOnly("resume-fallback-rejects-prefill", matrixCase{route: resume, provider: prefill,
 			primary:  mockupstream.Behavior{ResetAfterChunks: 2},
 			fallback: &mockupstream.Behavior{Status: 400},
 			want: matrixWant{status: 200, text: relayed, frame: true, attempts: [2]int{1, 1},
@@ -298,18 +328,14 @@ func resumeCases() []matrixCase {
 // same provider with two keys ("same2"), for what a failure skips on the
 // other key.
 //
-// Cases with needs "retry" (500-once, 503, reset-before-headers,
-// retry-after-wait) expect the last-resort retry per provider; cases with
-// needs "resume" (resume-cut-after-commit, resume-fallback-rejects-prefill)
-// expect stream resume. Both are built on other branches: until they are
-// merged these cases fail, and they are meant to. The case with needs
-// "malformed" (malformed-before-commit) expects a malformed event before
-// the commit point to fail over, which the gateway does not do yet.
+// The resume cases (a route with resume, providers with prefill) run on a
+// gateway of their own, so that the other cases keep the default of no
+// resume.
 func TestFailoverMatrix(t *testing.T) {
 	start := time.Now()
 	var core, resume []matrixCase
 	for _, c := range matrixCases() {
-		if c.needs == "resume" {
+		if c.route != "" {
 			resume = append(resume, c)
 		} else {
 			core = append(core, c)

@@ -63,6 +63,13 @@ func (e *EventError) Error() string { return "error event: " + e.Data }
 // wrapped in a *ProtocolError, which the loop classifies like any cut.
 var ErrEndedEarly = errors.New("stream ended before its last event")
 
+// ErrMalformedEvent is a stream event whose data is not a JSON object (nor
+// OpenAI's [DONE]): a provider's broken or truncated answer, which no
+// client could parse. Readers return it wrapped in a *ProtocolError: before the commit
+// point the attempt fails over, after it the stream ends with the error
+// frame instead of relaying it.
+var ErrMalformedEvent = errors.New("stream event is not JSON")
+
 // endedEarly is End's error for a stream cut short.
 func endedEarly() error { return &ProtocolError{Err: ErrEndedEarly} }
 
@@ -103,6 +110,9 @@ func (p *PassReader) Event(dst, ev []byte, committed bool) ([]byte, error) {
 	var f EventFields
 	f, _, p.scratch = nextEvent(ev, p.scratch)
 	d := f.Data
+	if len(d) > 0 && !objectShaped(d) && !isDoneData(d) {
+		return nil, &ProtocolError{Err: ErrMalformedEvent}
+	}
 	if p.kind == passChat {
 		// The hot path: a prefix test for an error object (a few
 		// nanoseconds), [DONE] only on short events, a finish_reason
@@ -561,3 +571,15 @@ func (a *toAnthropic) Body(body []byte) ([]byte, error) {
 }
 
 func (a *toAnthropic) TailUsage([]byte) (Usage, bool) { return a.Usage() }
+
+// objectShaped reports whether data reads as one JSON object: it opens
+// with '{' and closes with '}'. It is the per-event test of the
+// pass-through, a few nanoseconds where json.Valid costs a microsecond per
+// chunk (as much again as the rest of Event): a provider's broken event is
+// nearly always cut short or not JSON at all, which this catches; an event
+// that is balanced but invalid inside passes, as it would reach the client
+// of a provider without the gateway.
+func objectShaped(d []byte) bool {
+	d = bytes.TrimSpace(d)
+	return len(d) >= 2 && d[0] == '{' && d[len(d)-1] == '}'
+}

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -133,13 +134,16 @@ func TestPassReaderHidesUsage(t *testing.T) {
 		{`data: {"choices":[ ],"usage":{"total_tokens":5}}`, ``},
 		{`data: {"usage":"odd","id":"x"}`, `data: {"usage":"odd","id":"x"}`},
 		{`data: {"x":{"usage":null}}`, `data: {"x":{"usage":null}}`},
-		{`data: {"usage":nul`, `data: {"usage":nul`},
 	} {
 		p := &PassReader{kind: passChat, hide: true}
 		out, _ := p.Event(nil, []byte(tc.in+"\n\n"), true)
 		if want := tc.want + "\n\n"; tc.want == "" && len(out) != 0 || tc.want != "" && string(out) != want {
 			t.Errorf("%s -> %q, want %q", tc.in, out, tc.want)
 		}
+	}
+	// A chunk that is not JSON is never relayed, cut or not.
+	if out, err := (&PassReader{kind: passChat, hide: true}).Event(nil, []byte("data: {\"usage\":nul\n\n"), true); !errors.Is(err, ErrMalformedEvent) || len(out) != 0 {
+		t.Errorf("a malformed chunk gave %q, %v; want nothing and ErrMalformedEvent", out, err)
 	}
 }
 
