@@ -202,7 +202,16 @@ func TestMetricsListener(t *testing.T) {
 	if code, body := chat(t, p.addr); code != 200 {
 		t.Fatalf("chat: %d %s", code, body)
 	}
-	code, body := get(t, "http://"+maddr+"/metrics")
+	// The client has the answer a moment before the gateway has counted
+	// the request: the count comes once the handler returns.
+	var code int
+	var body string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		code, body = get(t, "http://"+maddr+"/metrics")
+		if code == 200 && strings.Contains(body, `gateway_requests_total{`) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if code != 200 || !strings.Contains(body, `gateway_requests_total{`) {
 		t.Fatalf("GET /metrics on the metrics listener: %d\n%.2000s", code, body)
 	}
