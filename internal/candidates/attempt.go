@@ -120,6 +120,7 @@ func (a *Attempt) open(parent context.Context) error {
 		return &upstream.ProtocolError{Err: errors.New("stream answered with Content-Type " + strconv.Quote(ct))}
 	}
 	a.events = upstream.NewEventReader(resp.Body)
+	var space []byte // a continuation's whitespace, held until its first words are checked
 	for {
 		ev, comment, err := a.events.Next()
 		if err == io.EOF {
@@ -139,6 +140,15 @@ func (a *Attempt) open(parent context.Context) error {
 			// A translated event with nothing for the client (Anthropic's
 			// message_start, ping): not a first byte.
 			continue
+		}
+		if a.st != nil && a.st.Undecided() {
+			// Only whitespace so far: were the words after it a repeat,
+			// not a byte of this continuation may reach the client.
+			space = append(space, out...)
+			continue
+		}
+		if len(space) > 0 {
+			out = append(space, out...)
 		}
 		if !a.watch.FirstByte() {
 			if a.ctx.Err() != nil {

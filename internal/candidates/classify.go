@@ -3,6 +3,7 @@ package candidates
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -147,7 +148,11 @@ func Classify(err error, committed bool, ended error) Failure {
 	case errors.As(err, &se):
 		return statusFailure(se)
 	case errors.As(err, &ce):
-		f := providerFailure(http.StatusBadGateway, report.ErrorTypeUpstreamConnect, err.Error(), false, "")
+		var ne net.Error
+		// A connect or TLS timeout is a timeout: never retried, and 504
+		// if it was the last failure.
+		timeout := errors.As(err, &ne) && ne.Timeout()
+		f := providerFailure(http.StatusBadGateway, report.ErrorTypeUpstreamConnect, err.Error(), timeout, "")
 		if ce.Dial {
 			f.Scope = ScopeTransport // no model behind it was reached
 		}

@@ -57,6 +57,8 @@ func TestClassify(t *testing.T) {
 			want{row: "failed/504/upstream_timeout", scope: ScopeModel, health: true, failover: true, timeout: true, watchdog: "total"}},
 		{"provider unreachable", &upstream.ConnectError{Provider: "p", Err: errors.New("refused"), Dial: true}, false, nil,
 			want{row: "failed/502/upstream_connect_error", scope: ScopeTransport, health: true, failover: true}},
+		{"connect timeout", &upstream.ConnectError{Provider: "p", Err: fmt.Errorf("dial: %w", os.ErrDeadlineExceeded), Dial: true}, false, nil,
+			want{row: "failed/502/upstream_connect_error", scope: ScopeTransport, health: true, failover: true, timeout: true}},
 		{"connection reset after the dial", &upstream.ConnectError{Provider: "p", Err: errors.New("reset")}, false, nil,
 			want{row: "failed/502/upstream_connect_error", scope: ScopeModel, health: true, failover: true}},
 		{"protocol error", cut, false, nil,

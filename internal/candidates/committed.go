@@ -207,6 +207,9 @@ func (a *Attempt) UsageSoFar() (upstream.Usage, bool) {
 	switch {
 	case a.rd == nil:
 		return upstream.Usage{}, false
+	case a.events != nil && a.st != nil:
+		u, ok := a.rd.Usage()
+		return a.st.Sum(u, ok) // a resumed stream's parts, for the client's token rate too
 	case a.events != nil || a.clen >= 0:
 		return a.rd.Usage()
 	default:

@@ -134,7 +134,10 @@ func (h *hedging) start(i int, hedge bool) {
 	f := &flight{a: &Attempt{r: w.r, req: w.req, i: i, release: cancel}, cancel: cancel, hedge: hedge}
 	if err := w.build(f.a, i); err != nil {
 		// Built on this goroutine (the exchange is not shared); a refusal
-		// lands at once, without an attempt.
+		// lands at once, without an attempt. It says nothing of the
+		// target: a probe Check handed out goes back now, before a hedge
+		// started meanwhile could take w.probe for its own candidate.
+		w.healthDone(i, health.Verdict{})
 		w.current = i
 		h.flying = append(h.flying, f)
 		h.landed <- landing{f: f, refused: err}

@@ -56,7 +56,7 @@ type walk struct {
 	cooled     []time.Time     // per candidate, the cooldown end of a skip not recorded yet
 	unrecorded int             // skips in cooled not recorded yet
 	retry      []retryNote     // per candidate, for its retries (retry.go); nil until a failure is worth one
-	stitch     upstream.Stitch // a resumable stream's watch (resume.go), reused across attempts
+	stitch     *upstream.Stitch // a resumable stream's watch (resume.go), reused across attempts; nil without resume, so a walk stays small
 	resumes    int             // continuations started so far
 }
 
@@ -231,7 +231,10 @@ func (w *walk) begin(i int, lease *admission.Lease) *Attempt {
 	w.att.reset(i, lease, w.r.now())
 	w.att.probe, w.probe = w.probe, false
 	if w.req.Resume > 0 {
-		w.att.st = w.req.Exchange.Stitch(w.req.Candidates[i].Target.Provider.Endpoint, &w.stitch)
+		if w.stitch == nil {
+			w.stitch = new(upstream.Stitch)
+		}
+		w.att.st = w.req.Exchange.Stitch(w.req.Candidates[i].Target.Provider.Endpoint, w.stitch)
 	}
 	w.begun(&w.att, w.admitStart)
 	return &w.att

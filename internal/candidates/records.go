@@ -138,6 +138,11 @@ func (w *walk) observeUntried(j int) {
 // stop settles the request with out: candidates from index from on that were
 // never tried become unused. It returns true, for callers that report done.
 func (w *walk) stop(from int, out Outcome) bool {
+	if w.resumes > 0 {
+		// A continuation stepped over the candidates after the cut that
+		// take no prefill: they were never tried either.
+		from = 0
+	}
 	w.recordSkips()
 	for j := from; j < len(w.rows); j++ {
 		if w.rows[j].Status == report.CandidateAvailable {

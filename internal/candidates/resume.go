@@ -71,7 +71,7 @@ func (w *walk) resume(a *Attempt, err error) ([]byte, resumeResult) {
 	a.close()
 	w.settleCut(a, cut)
 	a.to(stClosed)
-	st.Continue(prior, has)
+	st.Continue(c.Target.Provider.Endpoint, prior, has)
 	w.probe = probe
 
 	w.starting(j)

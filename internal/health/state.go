@@ -115,8 +115,7 @@ type Verdict struct {
 	Scope Scope
 	// RetryAfter, when positive on a counted failure, cools the failure's
 	// scope at once for that long, capped at MaxCooldown. The classifier sets
-	// it only where DESIGN 10.1 honours it (429 for the key, 503 for the
-	// provider).
+	// it only on a 429 or a 503, for the verdict's scope.
 	RetryAfter time.Duration
 	// Auth: a 401/403; cools the failure's scope (the key: the classifier
 	// marks these key-scoped) at once for AuthCooldown. It takes precedence

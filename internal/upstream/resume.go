@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+
+	"github.com/llmgw/gateway/internal/jsontext"
 )
 
 // Resuming a stream cut after its commit point (docs/architecture.md,
@@ -33,6 +35,7 @@ type Stitch struct {
 	kind passKind // passChat or passMessages
 	text []byte   // the text relayed so far, both parts
 	tool bool     // a tool call, or a block that is not text, was relayed
+	many bool     // chat: a choice other than the first was relayed (n > 1): not one text to continue
 	id   []byte   // the first answer's id, as a JSON string
 	mdl  []byte   // the first answer's model, as a JSON string
 	// chat: the first answer's created, as JSON
@@ -45,6 +48,11 @@ type Stitch struct {
 	cont     bool // rewriting a continuation
 	base     int  // messages: the open block the continuation's block 0 extends
 	seenText bool // the continuation's first text went by (and was checked)
+	spaceYet bool // the continuation has sent only whitespace so far: its start is not checked yet
+	// ws is the whitespace the client has that the prefill lacked (an
+	// anthropic prefill is sent without its trailing whitespace): the
+	// continuation's own copy of it is dropped, so the join is not doubled.
+	ws       string
 	prior    Usage
 	hasPrior bool
 	contIn   int64 // the continuation's input tokens (its message_start)
@@ -98,9 +106,10 @@ func (s *Stitch) Sum(u Usage, has bool) (Usage, bool) {
 }
 
 // Resumable reports whether the stream relayed so far may be continued:
-// some text, no tool call, and (messages) its text block still open.
+// some text, no tool call, one choice (chat), and (messages) its text
+// block still open.
 func (s *Stitch) Resumable() bool {
-	if s.tool || len(bytes.TrimSpace(s.text)) == 0 || len(s.id) == 0 {
+	if s.tool || s.many || len(bytes.TrimSpace(s.text)) == 0 || len(s.id) == 0 {
 		return false
 	}
 	return s.kind == passChat || s.open
@@ -109,9 +118,13 @@ func (s *Stitch) Resumable() bool {
 // Text is the text relayed so far.
 func (s *Stitch) Text() string { return string(s.text) }
 
-// Continue switches s to rewriting a continuation; prior is the usage the
-// parts before it reported (has: any).
-func (s *Stitch) Continue(prior Usage, has bool) {
+// Continue switches s to rewriting a continuation on ep; prior is the
+// usage the parts before it reported (has: any).
+func (s *Stitch) Continue(ep *Endpoint, prior Usage, has bool) {
+	s.ws = ""
+	if ep.Format == FormatAnthropic {
+		s.ws = trailingSpace(s.text) // BuildPrefill trims it
+	}
 	if has {
 		if s.hasPrior {
 			prior = Usage{PromptTokens: prior.PromptTokens + s.prior.PromptTokens,
@@ -120,8 +133,14 @@ func (s *Stitch) Continue(prior Usage, has bool) {
 		}
 		s.prior, s.hasPrior = prior, true
 	}
-	s.cont, s.seenText, s.contIn, s.base = true, false, 0, s.index
+	s.cont, s.seenText, s.spaceYet, s.contIn, s.base = true, false, false, 0, s.index
 }
+
+// Undecided reports whether the continuation has sent only whitespace so
+// far, so that its start is not checked yet: the attempt holds such events
+// back until its first words are, and a repeat is then refused before any
+// byte of it reached the client.
+func (s *Stitch) Undecided() bool { return s.cont && s.spaceYet && !s.seenText }
 
 // Prior is the usage of the parts before the continuation.
 func (s *Stitch) Prior() (Usage, bool) { return s.prior, s.hasPrior }
@@ -165,6 +184,7 @@ type chatChunk struct {
 	Model   json.RawMessage `json:"model"`
 	Created json.RawMessage `json:"created"`
 	Choices []struct {
+		Index int `json:"index"`
 		Delta struct {
 			Role         *string         `json:"role"`
 			Content      *string         `json:"content"`
@@ -179,6 +199,9 @@ type chatChunk struct {
 // text is the chunk's content; it notes a tool call.
 func (s *Stitch) chunkText(c *chatChunk) (text string, role bool) {
 	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			s.many = true
+		}
 		if len(ch.Delta.ToolCalls) > 0 && string(ch.Delta.ToolCalls) != "null" ||
 			len(ch.Delta.FunctionCall) > 0 && string(ch.Delta.FunctionCall) != "null" {
 			s.tool = true
@@ -275,13 +298,23 @@ func (s *Stitch) rewriteChat(dst, d []byte) ([]byte, error) {
 	if role && text == "" && len(c.Choices) == 1 && c.Choices[0].FinishReason == nil && !s.tool {
 		return dst, nil // the continuation's role chunk: the client has one
 	}
+	for _, ch := range c.Choices {
+		if ch.FinishReason != nil {
+			s.seenText = true // the continuation ends: nothing of it can repeat any more
+		}
+	}
 	if err := s.checkStart(text); err != nil {
 		return nil, err
 	}
-	s.text = append(s.text, text...)
 	b := append([]byte(nil), d...)
+	if t := s.dropSpace(text); len(t) != len(text) {
+		text, b = t, spliceChatContent(b, t)
+	}
+	s.text = append(s.text, text...)
 	b = spliceMember(b, `"id"`, s.id)
-	b = spliceMember(b, `"model"`, s.mdl)
+	if len(s.mdl) > 0 {
+		b = spliceMember(b, `"model"`, s.mdl)
+	}
 	if len(s.created) > 0 {
 		b = spliceMember(b, `"created"`, s.created)
 	}
@@ -313,6 +346,8 @@ func (s *Stitch) rewriteMessages(dst []byte, f EventFields) ([]byte, error) {
 			s.contIn = e.Message.Usage.usage().PromptTokens
 		}
 		return dst, nil
+	case "content_block_stop", "message_delta":
+		s.seenText = true // the text ends: nothing of it can repeat any more
 	case "content_block_start":
 		if e.Index != nil && *e.Index == 0 {
 			if e.ContentBlock == nil || e.ContentBlock.Type != "text" {
@@ -323,15 +358,19 @@ func (s *Stitch) rewriteMessages(dst []byte, f EventFields) ([]byte, error) {
 		if e.ContentBlock != nil && e.ContentBlock.Type != "text" {
 			s.tool = true
 		}
-	case "content_block_delta":
-		if e.Delta != nil && e.Delta.Type == "text_delta" {
-			if err := s.checkStart(e.Delta.Text); err != nil {
-				return nil, err
-			}
-			s.text = append(s.text, e.Delta.Text...)
-		}
 	}
 	b := append([]byte(nil), f.Data...)
+	if name == "content_block_delta" && e.Delta != nil && e.Delta.Type == "text_delta" {
+		if err := s.checkStart(e.Delta.Text); err != nil {
+			return nil, err
+		}
+		text := e.Delta.Text
+		if t := s.dropSpace(text); len(t) != len(text) {
+			text = t
+			b = spliceMember(b, `"delta"`, append(jsontext.AppendString([]byte(`{"type":"text_delta","text":`), t), '}'))
+		}
+		s.text = append(s.text, text...)
+	}
 	if e.Index != nil {
 		// The continuation's block 0 goes on the open text block, its
 		// later blocks after it; a continuation cut in turn is resumable
@@ -363,6 +402,26 @@ func appendEventName(dst []byte, name string) []byte {
 	return append(dst, '\n')
 }
 
+// dropSpace takes from the start of a continuation's text the whitespace
+// the client already has (s.ws), so that the join is not doubled: a
+// continuation of "Hello, " prefilled as "Hello," starts " world", and
+// the client gets "world".
+func (s *Stitch) dropSpace(text string) string {
+	if s.ws == "" || text == "" {
+		return text
+	}
+	n := 0
+	for n < len(text) && n < len(s.ws) && text[n] == s.ws[n] {
+		n++
+	}
+	if n < len(text) {
+		s.ws = "" // the continuation says something of its own now
+	} else {
+		s.ws = s.ws[n:]
+	}
+	return text[n:]
+}
+
 // checkStart checks the continuation's first text (not only whitespace)
 // against what was relayed: a continuation that starts the way the answer
 // started (the fallback answered afresh), or that starts with the relayed
@@ -374,6 +433,7 @@ func (s *Stitch) checkStart(text string) error {
 	}
 	p := strings.TrimLeft(text, " \t\r\n")
 	if p == "" {
+		s.spaceYet = s.spaceYet || text != ""
 		return nil // decided by the first text that says something
 	}
 	s.seenText = true

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -12,34 +13,44 @@ import (
 // a continuation's events that must be the first answer's.
 
 // spliceMember replaces the value of the top-level member key (quoted) of
-// the JSON object b with val; b is returned unchanged without one.
+// the JSON object b with val (the last of duplicate keys, as memberSpan
+// finds it); b is returned unchanged without one.
 func spliceMember(b []byte, key string, val []byte) []byte {
-	i := jsontext.SkipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
+	_, vs, ve, ok := memberSpan(b, []byte(key))
+	if !ok {
 		return b
 	}
-	i = jsontext.SkipSpace(b, i+1)
-	for i < len(b) && b[i] == '"' {
-		ke := jsontext.SkipString(b, i)
-		k := b[i:ke]
-		i = jsontext.SkipSpace(b, ke)
-		if i >= len(b) || b[i] != ':' {
-			return b
-		}
-		vs := jsontext.SkipSpace(b, i+1)
-		ve := jsontext.SkipValue(b, vs)
-		if string(k) == key {
-			out := make([]byte, 0, len(b)-(ve-vs)+len(val))
-			out = append(append(append(out, b[:vs]...), val...), b[ve:]...)
-			return out
-		}
-		i = jsontext.SkipSpace(b, ve)
-		if i >= len(b) || b[i] != ',' {
-			return b
-		}
-		i = jsontext.SkipSpace(b, i+1)
+	out := make([]byte, 0, len(b)-(ve-vs)+len(val))
+	return append(append(append(out, b[:vs]...), val...), b[ve:]...)
+}
+
+// spliceChatContent replaces the delta content of a chat chunk's first
+// choice with text; b is returned unchanged without one.
+func spliceChatContent(b []byte, text string) []byte {
+	_, cs, ce, ok := memberSpan(b, []byte(`"choices"`))
+	if !ok || b[cs] != '[' {
+		return b
 	}
-	return b
+	es := jsontext.SkipSpace(b, cs+1)
+	ee := jsontext.SkipValue(b, es)
+	if es >= ce || ee <= es {
+		return b
+	}
+	el := b[es:ee]
+	_, ds, de, ok := memberSpan(el, []byte(`"delta"`))
+	if !ok {
+		return b
+	}
+	delta := spliceMember(el[ds:de], `"content"`, jsontext.AppendString(nil, text))
+	out := make([]byte, 0, len(b)+len(delta))
+	out = append(out, b[:es+ds]...)
+	out = append(out, delta...)
+	return append(out, b[es+de:]...)
+}
+
+// trailingSpace is the whitespace s ends with.
+func trailingSpace(s []byte) string {
+	return string(s[len(bytes.TrimRight(s, " \t\r\n")):])
 }
 
 // BuildPrefill sets call's URL and Body for a continuation on ep: the

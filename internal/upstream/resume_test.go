@@ -1,7 +1,10 @@
 package upstream
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -83,7 +86,7 @@ func TestStitchChat(t *testing.T) {
 	if !st.Resumable() || st.Text() != "Hello world" {
 		t.Fatalf("resumable %v text %q", st.Resumable(), st.Text())
 	}
-	st.Continue(Usage{}, false)
+	st.Continue(ep, Usage{}, false)
 	out, err := st.Event([]byte(`data: {"id":"b","model":"m2","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n"))
 	if err != nil || len(out) != 0 {
 		t.Fatalf("role chunk: %q %v, want dropped", out, err)
@@ -94,7 +97,7 @@ func TestStitchChat(t *testing.T) {
 	}
 	st = chat.Stitch(ep, &s)
 	_, _ = st.Event([]byte(`data: {"id":"a","model":"m1","choices":[{"index":0,"delta":{"content":"Hello world"}}]}` + "\n\n"))
-	st.Continue(Usage{}, false)
+	st.Continue(ep, Usage{}, false)
 	if _, err := st.Event([]byte(`data: {"id":"b","model":"m2","choices":[{"index":0,"delta":{"content":"Hello"}}]}` + "\n\n")); !errors.Is(err, ErrRepeats) {
 		t.Fatalf("restart: %v, want ErrRepeats", err)
 	}
@@ -129,7 +132,7 @@ func TestStitchMessages(t *testing.T) {
 	if !st.Resumable() || !st.CanContinue(ep) {
 		t.Fatal("an open text block is not resumable")
 	}
-	st.Continue(Usage{PromptTokens: 10, CompletionTokens: 1, TotalTokens: 11}, true)
+	st.Continue(ep, Usage{PromptTokens: 10, CompletionTokens: 1, TotalTokens: 11}, true)
 	var got strings.Builder
 	for _, e := range [][]byte{
 		ev("message_start", `{"type":"message_start","message":{"id":"msg_2","model":"m2","usage":{"input_tokens":14,"output_tokens":1}}}`),
@@ -155,5 +158,83 @@ func TestStitchMessages(t *testing.T) {
 	}
 	if u, ok := st.Sum(Usage{PromptTokens: 14, CompletionTokens: 3, TotalTokens: 17}, true); !ok || u.TotalTokens != 28 {
 		t.Errorf("Sum = %+v %v", u, ok)
+	}
+}
+
+// TestStitchJoinWhitespace: an anthropic continuation is prefilled without
+// the relayed text's trailing whitespace, and usually starts with its own:
+// the client gets it once, not twice. A continuation that starts without
+// it is relayed as it is. An openai prefill keeps the whitespace, so
+// nothing is dropped there.
+func TestStitchJoinWhitespace(t *testing.T) {
+	chat, _ := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+	oa, _ := NewEndpoint(FormatOpenAI, "http://up/v1", nil, Auth{Style: AuthBearer}, nil, 0)
+	an, _ := NewEndpoint(FormatAnthropic, "http://up/v1", nil, Auth{Style: AuthXAPIKey}, nil, 0)
+	chunk := func(text string) []byte {
+		return []byte(`data: {"id":"b","model":"m2","choices":[{"index":0,"delta":{"content":` + strconv.Quote(text) + `}}]}` + "\n\n")
+	}
+	for _, tc := range []struct {
+		ep       *Endpoint
+		relayed  string
+		cont     []string
+		wantText string
+	}{
+		{an, "Hello, ", []string{" world"}, "Hello, world"},
+		{an, "List:\n\n", []string{"\n", "\n1. one"}, "List:\n\n1. one"},
+		{an, "x\n", []string{"\n\nfoo"}, "x\n\nfoo"},
+		{an, "Hello, ", []string{"world"}, "Hello, world"},
+		{oa, "Hello, ", []string{"world"}, "Hello, world"},
+	} {
+		var s Stitch
+		st := chat.Stitch(oa, &s)
+		_, _ = st.Event(chunk(tc.relayed))
+		st.Continue(tc.ep, Usage{}, false)
+		got := tc.relayed
+		for _, c := range tc.cont {
+			out, err := st.Event(chunk(c))
+			if err != nil {
+				t.Fatalf("%q + %q: %v", tc.relayed, tc.cont, err)
+			}
+			var v struct {
+				ID      string
+				Choices []struct{ Delta struct{ Content string } }
+			}
+			if err := json.Unmarshal(bytes.TrimSpace(bytes.TrimPrefix(out, []byte("data: "))), &v); err != nil || v.ID != "b" && v.ID != "a" {
+				t.Fatalf("%q: continuation event %q is not a chunk: %v", c, out, err)
+			}
+			got += v.Choices[0].Delta.Content
+		}
+		if got != tc.wantText || st.Text() != tc.wantText {
+			t.Errorf("%s: relayed %q + %q: client text %q (stitch %q), want %q", tc.ep.Format, tc.relayed, tc.cont, got, st.Text(), tc.wantText)
+		}
+	}
+}
+
+// TestStitchManyChoices: a chat stream with a second choice (n > 1) is not
+// one text to continue.
+func TestStitchManyChoices(t *testing.T) {
+	chat, _ := ParseChatRequest([]byte(`{"model":"m","n":2,"messages":[{"role":"user","content":"hi"}],"stream":true}`))
+	ep, _ := NewEndpoint(FormatOpenAI, "http://up/v1", nil, Auth{Style: AuthBearer}, nil, 0)
+	var s Stitch
+	st := chat.Stitch(ep, &s)
+	_, _ = st.Event([]byte(`data: {"id":"a","model":"m1","choices":[{"index":0,"delta":{"content":"one"}}]}` + "\n\n"))
+	_, _ = st.Event([]byte(`data: {"id":"a","model":"m1","choices":[{"index":1,"delta":{"content":"two"}}]}` + "\n\n"))
+	if st.Resumable() {
+		t.Fatal("a stream with two choices is resumable")
+	}
+}
+
+// TestStitchNoModel: a first answer without a model member leaves the
+// continuation's own model in place, never an empty value.
+func TestStitchNoModel(t *testing.T) {
+	chat, _ := ParseChatRequest([]byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+	ep, _ := NewEndpoint(FormatOpenAI, "http://up/v1", nil, Auth{Style: AuthBearer}, nil, 0)
+	var s Stitch
+	st := chat.Stitch(ep, &s)
+	_, _ = st.Event([]byte(`data: {"id":"a","choices":[{"index":0,"delta":{"content":"Hello world"}}]}` + "\n\n"))
+	st.Continue(ep, Usage{}, false)
+	out, err := st.Event([]byte(`data: {"id":"b","model":"m2","choices":[{"index":0,"delta":{"content":" and more"}}]}` + "\n\n"))
+	if err != nil || !json.Valid(bytes.TrimSpace(bytes.TrimPrefix(out, []byte("data: ")))) {
+		t.Fatalf("continuation %q %v: not JSON", out, err)
 	}
 }
