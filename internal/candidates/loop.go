@@ -52,12 +52,12 @@ type walk struct {
 	admitStart time.Time              // when the attempt in flight asked for its slots
 	sentAt     time.Time              // when the first byte went to the client
 	tried      int
-	probe      bool            // the attempt in flight holds its target's health probe
-	cooled     []time.Time     // per candidate, the cooldown end of a skip not recorded yet
-	unrecorded int             // skips in cooled not recorded yet
-	retry      []retryNote     // per candidate, for its retries (retry.go); nil until a failure is worth one
+	probe      bool             // the attempt in flight holds its target's health probe
+	cooled     []time.Time      // per candidate, the cooldown end of a skip not recorded yet
+	unrecorded int              // skips in cooled not recorded yet
+	retry      []retryNote      // per candidate, for its retries (retry.go); nil until a failure is worth one
 	stitch     *upstream.Stitch // a resumable stream's watch (resume.go), reused across attempts; nil without resume, so a walk stays small
-	resumes    int             // continuations started so far
+	resumes    int              // continuations started so far
 }
 
 // Run walks the candidates in order until one commits or the request ends.
