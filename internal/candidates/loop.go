@@ -251,17 +251,23 @@ func (w *walk) begun(a *Attempt, queued time.Time) {
 	w.r.Record.RecordCandidate(*row)
 }
 
+// finished stamps the released attempt a's row with its end and first
+// byte, and observes the first byte.
+func (w *walk) finished(a *Attempt) {
+	row := &w.rows[a.i]
+	now := w.r.now()
+	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.fb
+	if a.fb > 0 && w.r.Observe != nil {
+		w.r.Observe.FirstByte(&w.req.Candidates[a.i], a.fb)
+	}
+}
+
 // end records how the released attempt a ended and reports whether the
 // request is settled. err nil is a relayed success; committed says whether
 // a passed its commit point (only Finish ends a committed one).
 func (w *walk) end(a *Attempt, err error, committed bool) (done bool) {
 	i := a.i
-	row := &w.rows[i]
-	now := w.r.now()
-	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.fb
-	if a.fb > 0 && w.r.Observe != nil {
-		w.r.Observe.FirstByte(&w.req.Candidates[i], a.fb)
-	}
+	w.finished(a)
 	if err == nil {
 		if a.probe { // Sent gives it back; an answer relayed without Sent still heals
 			a.verdict(health.Verdict{Success: true})

@@ -130,12 +130,7 @@ func (w *walk) continuer(cut int, st *upstream.Stitch) int {
 // as its end would have: failed, with the cut's classification.
 func (w *walk) settleCut(a *Attempt, f Failure) {
 	i := a.i
-	row := &w.rows[i]
-	now := w.r.now()
-	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.fb
-	if a.fb > 0 && w.r.Observe != nil {
-		w.r.Observe.FirstByte(&w.req.Candidates[i], a.fb)
-	}
+	w.finished(a)
 	if f.Watchdog != "" {
 		w.watchdogFired(i, f.Watchdog)
 	}
