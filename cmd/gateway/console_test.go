@@ -73,14 +73,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	g := startFormats(t, `
 providers:
   - { name: broken, base_url: "`+brokenURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4,
-      health: { failures: 2, cooldown: 5m, max_cooldown: 5m } }
+      health: { failures: 2, cooldown: 5m, max_cooldown: 5m }, retry: { attempts: 0 } }
   - { name: backup, base_url: "`+backupURL+`/v1", api_keys: ["`+fmtProviderKey+`"], max_concurrency: 4 }
 models:
   - name: failover-model
     candidates: [{ provider: broken }, { provider: backup, priority: 1 }]
 `)
-	// Two failovers: the first is the request the operator looks for; the
-	// second is broken's second failure in a row, which cools it.
+	// Two failovers (broken's retry is off: the console's timeline is
+	// checked row by row below): the first is the request the operator
+	// looks for; the second is broken's second failure in a row, which
+	// cools it.
 	var ids []string
 	for range 2 {
 		resp, body := rawPost(t, g, "/v1/chat/completions", `{"model":"failover-model","messages":[{"role":"user","content":"hi"}]}`)
