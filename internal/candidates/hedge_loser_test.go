@@ -50,7 +50,8 @@ func (b *slowCloseBody) Close() error {
 func TestHedgeWinnerDoesNotWaitForLoser(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	h, clock := newHedgeRig(t, hedgeRoutes)
-	loser := &slowClose{slowStream: slowStream{gate: make(chan struct{})}, closing: make(chan struct{}), release: make(chan struct{})}
+	loser := &slowClose{slowStream: slowStream{gate: make(chan struct{}), reading: make(chan struct{})},
+		closing: make(chan struct{}), release: make(chan struct{})}
 	released := false
 	t.Cleanup(func() { // a failed test must not leave the loser's close blocked
 		if !released {
@@ -59,6 +60,11 @@ func TestHedgeWinnerDoesNotWaitForLoser(t *testing.T) {
 	})
 	c := startHedged(t, h, loser, &slowStream{})
 	clock.waitArmed(t, hedgeAfter)
+	select { // the loser has its body before the hedge starts: it has one to close
+	case <-loser.reading:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the primary's body was never read")
+	}
 	clock.advance(hedgeAfter)
 	var att *Attempt
 	select {
