@@ -90,37 +90,14 @@ func (r *ChatRequest) BuildPrefill(ep *Endpoint, model, text string, call *Call)
 // appendMessage returns a copy of body with msg appended to its top-level
 // messages array.
 func appendMessage(body, msg []byte) ([]byte, bool) {
-	i := jsontext.SkipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
+	_, vs, ve, ok := memberSpan(body, []byte(`"messages"`))
+	if !ok || body[vs] != '[' || body[ve-1] != ']' {
 		return nil, false
 	}
-	i = jsontext.SkipSpace(body, i+1)
-	for i < len(body) && body[i] == '"' {
-		ke := jsontext.SkipString(body, i)
-		k := body[i:ke]
-		i = jsontext.SkipSpace(body, ke)
-		if i >= len(body) || body[i] != ':' {
-			return nil, false
-		}
-		vs := jsontext.SkipSpace(body, i+1)
-		ve := jsontext.SkipValue(body, vs)
-		if string(k) == `"messages"` {
-			if vs >= len(body) || body[vs] != '[' || body[ve-1] != ']' {
-				return nil, false
-			}
-			out := make([]byte, 0, len(body)+len(msg)+1)
-			out = append(out, body[:ve-1]...)
-			if jsontext.SkipSpace(body, vs+1) != ve-1 {
-				out = append(out, ',')
-			}
-			out = append(append(out, msg...), body[ve-1:]...)
-			return out, true
-		}
-		i = jsontext.SkipSpace(body, ve)
-		if i >= len(body) || body[i] != ',' {
-			return nil, false
-		}
-		i = jsontext.SkipSpace(body, i+1)
+	out := make([]byte, 0, len(body)+len(msg)+1)
+	out = append(out, body[:ve-1]...)
+	if jsontext.SkipSpace(body, vs+1) != ve-1 {
+		out = append(out, ',')
 	}
-	return nil, false
+	return append(append(out, msg...), body[ve-1:]...), true
 }
