@@ -83,17 +83,11 @@ func rescued(stream bool, failed candRow, gapMin, gapMax, within time.Duration) 
 
 // twoKeys is rescued on the same provider with two keys: a model-scoped
 // failure skips gpt-4o on the other key (model_failed) and gpt-4o-mini on
-// the first key answers; with again, gpt-4o's other key is tried too and
-// fails alike (a 429 is the key's and model's own).
-func twoKeys(stream bool, failed candRow, again bool, gapMin, gapMax, within time.Duration) *matrixWant {
+// the first key answers.
+func twoKeys(stream bool, failed candRow, gapMin, gapMax, within time.Duration) *matrixWant {
 	w := rescued(stream, failed, gapMin, gapMax, within)
 	second := row(1, 0, "skipped", 0, "")
 	second.skip = "model_failed"
-	if again {
-		second = failed
-		second.idx = 1
-		w.attempts = [2]int{2, 1}
-	}
 	ok := fallbackOK
 	ok.idx = 2
 	w.rows = []candRow{failed, second, ok, row(3, 0, "unused", 0, "")}
@@ -174,12 +168,12 @@ func matrixCases() []matrixCase {
 		then.attempts, then.gaps = [2]int{2, 2}, nil
 		return matrixCase{primary: mockupstream.Behavior{Status: 429},
 			want: rescued(stream, row(0, 0, "failed", 429, "upstream_http_error"), 0, quick, time.Second), then: &then,
-			keys2: twoKeys(stream, row(0, 0, "failed", 429, "upstream_http_error"), true, 0, quick, time.Second)}
+			keys2: twoKeys(stream, row(0, 0, "failed", 429, "upstream_http_error"), 0, quick, time.Second)}
 	})...)
 	// Timeouts are never retried on the same candidate.
 	add(streamOnly("hang", matrixCase{primary: mockupstream.Behavior{HangBeforeHeaders: true},
 		want:  rescued(true, row(0, 0, "failed", 504, "stream_first_byte_timeout"), 300*time.Millisecond-slack, time.Second, 2*time.Second),
-		keys2: twoKeys(true, row(0, 0, "failed", 504, "stream_first_byte_timeout"), false, 300*time.Millisecond-slack, time.Second, 2*time.Second)}))
+		keys2: twoKeys(true, row(0, 0, "failed", 504, "stream_first_byte_timeout"), 300*time.Millisecond-slack, time.Second, 2*time.Second)}))
 	add(matrixCase{name: "hang/body", primary: mockupstream.Behavior{HangBeforeHeaders: true}, total: "1s",
 		want: rescued(false, row(0, 0, "failed", 504, "upstream_timeout"), time.Second-slack, 1700*time.Millisecond, 3*time.Second)})
 	add(streamOnly("slow-first-token", matrixCase{primary: mockupstream.Behavior{FirstByteDelay: 2 * time.Second},
@@ -215,7 +209,7 @@ func matrixCases() []matrixCase {
 	add(both("context-length", func(stream bool) matrixCase {
 		return matrixCase{primary: mockupstream.Behavior{ErrorKind: mockupstream.ErrorContextLength},
 			want:  rescued(stream, row(0, 0, "failed", 400, "context_length_exceeded"), 0, quick, time.Second),
-			keys2: twoKeys(stream, row(0, 0, "failed", 400, "context_length_exceeded"), false, 0, quick, time.Second)}
+			keys2: twoKeys(stream, row(0, 0, "failed", 400, "context_length_exceeded"), 0, quick, time.Second)}
 	})...)
 	add(both("context-length-everywhere", func(stream bool) matrixCase {
 		return matrixCase{primary: mockupstream.Behavior{ErrorKind: mockupstream.ErrorContextLength},

@@ -22,16 +22,13 @@ type Scope uint8
 const (
 	// ScopeNone: nobody upstream (the client, the gateway, a full gate).
 	ScopeNone Scope = iota
-	// ScopeEntry: this key's use of this model (a 429 without a key-wide
-	// signal: each key has its own per-model limits): nothing else is
-	// skipped; in health it counts for this (target, model) alone.
-	ScopeEntry
 	// ScopeKey: the target's key (401, 402, 403, a 429 with a key-wide
 	// signal): the provider's other keys remain worth trying; in health it
 	// counts for every model of the key.
 	ScopeKey
 	// ScopeModel: the upstream model on this provider (5xx, 529, a
-	// timeout, a cut or broken stream, 404): later candidates
+	// timeout, a cut or broken stream, 404, a 429 without a key-wide
+	// signal): later candidates
 	// of the same provider and model are skipped, the provider's other
 	// models are still tried; in health it counts for this (target, model)
 	// alone.
@@ -248,8 +245,8 @@ func admissionFailure(err error) Failure {
 // statusFailure classifies a non-2xx answer: client faults are relayed; a
 // refusal of the request's size (context length, 413) fails over without
 // counting; everything else fails over. Scopes: the key for 401/402/403
-// and a key-wide 429, this (key, model) alone for a plain 429, the model
-// for the rest (5xx, 529, 404).
+// and a key-wide 429, the model for the rest (5xx, 529, 404, a plain
+// 429: the contract's model scope).
 // Health counts 408 and 5xx, 401/403 and 429; a 404 (the provider lacks
 // the model) or a 402 fails over without cooling anything. A key-scoped
 // refusal of a request that carried a header value the client chose
@@ -275,8 +272,6 @@ func statusFailure(se *upstream.StatusError) Failure {
 		f.Scope = ScopeKey
 	case se.Code == http.StatusTooManyRequests && se.KeyWide:
 		f.Scope = ScopeKey
-	case se.Code == http.StatusTooManyRequests:
-		f.Scope = ScopeEntry
 	}
 	switch {
 	case se.Code == http.StatusTooManyRequests:

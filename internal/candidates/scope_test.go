@@ -48,9 +48,9 @@ models:
 
 // TestFailureScopes: what one failure of the primary model skips in the
 // same request and what it cools for the next, with the fallback model on
-// the same provider and keys. A model's failure (5xx, context length)
-// skips the primary model on the other key but never the fallback model; a
-// plain 429 skips nothing (each key has its own limit); a key's refusal
+// the same provider and keys. A model's failure (5xx, context length, a
+// plain 429) skips the primary model on the other key but never the
+// fallback model; a key's refusal
 // skips nothing in the request and cools every model of that key; only a
 // provider that cannot be reached skips all of it.
 func TestFailureScopes(t *testing.T) {
@@ -67,7 +67,7 @@ func TestFailureScopes(t *testing.T) {
 		{"529", &upstream.StatusError{Code: 529}, "failed skipped/model_failed success unused", 200, "key0/gpt-4o"},
 		{"reset", &upstream.ConnectError{Provider: "p", Err: errors.New("reset")}, "failed skipped/model_failed success unused", 200, "key0/gpt-4o"},
 		{"context length", ctxLen, "failed skipped/model_failed success unused", 200, ""},
-		{"429", &upstream.StatusError{Code: 429}, "failed failed success unused", 200, "key0/gpt-4o key1/gpt-4o"},
+		{"429", &upstream.StatusError{Code: 429}, "failed skipped/model_failed success unused", 200, "key0/gpt-4o"},
 		// Both keys refuse: the key-wide verdicts cool the fallback model
 		// on them too, so it is skipped.
 		{"key-wide 429", &upstream.StatusError{Code: 429, KeyWide: true}, "failed failed skipped/cooling_down skipped/cooling_down", 429,

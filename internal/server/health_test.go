@@ -477,10 +477,12 @@ func TestHealthAdminView(t *testing.T) {
 	}
 }
 
-// TestHealthRetryAfter: a 429 with Retry-After cools that key's model alone
-// for as long as the provider asked, while the provider's other key keeps
-// serving; a 503 with Retry-After cools the model on the key that answered
-// it.
+// TestHealthRetryAfter: a 429 with Retry-After is the model's (the
+// contract's scope): in its request it skips the same model on the other
+// key (model_failed) and the backup answers; in health it cools that key's
+// model alone for as long as the provider asked, while the other key keeps
+// serving the next requests; a 503 with Retry-After cools the model on the
+// key that answered it.
 func TestHealthRetryAfter(t *testing.T) {
 	t.Run("429 cools the key", func(t *testing.T) {
 		g := start(t, setup{db: true, routes: twoKeyRoutes, primaryExtra: "{ failures: 3, cooldown: 30s }",
@@ -492,10 +494,19 @@ func TestHealthRetryAfter(t *testing.T) {
 			if i == 2 {
 				t.Fatal("key0 not tried in two requests")
 			}
-			limited = g.mustChat(t, "gpt-4o-mini", "primary") // key1 serves after the 429
+			limited = g.chat(context.Background(), "gpt-4o-mini")
+			if limited.Err != nil || limited.Status != http.StatusOK {
+				t.Fatalf("request %d: %d %v", i, limited.Status, limited.Err)
+			}
+		}
+		if limited.By != "backup" {
+			t.Fatalf("the 429's request was answered by %q, want the backup (key1's gpt-4o-mini skipped, model_failed)", limited.By)
 		}
 		_, rows := g.ledger(t, limited.ID)
-		wantRows(t, rows, "failed/429/upstream_http_error(primary)", "success/200/(primary)", "unused/0/(backup)")
+		wantRows(t, rows, "failed/429/upstream_http_error(primary)", "skipped/0/(primary)", "success/200/(backup)")
+		if rows[1].SkipReason != "model_failed" {
+			t.Fatalf("key1's skip reason %q, want model_failed", rows[1].SkipReason)
+		}
 		assertCooling(t, g.target(t, "primary", 0), limited.Start, limited.Start.Add(limited.Elapsed), 2*time.Second)
 		assertHealthy(t, g.target(t, "primary", 1), "the other key")
 		cooledUntil := *g.target(t, "primary", 0).CooldownUntil
