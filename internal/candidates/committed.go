@@ -156,6 +156,14 @@ func (a *Attempt) nextEvent() ([]byte, error) {
 				}
 				return nil, io.EOF
 			}
+			if a.rd.Done() {
+				// The answer's last event went out already: a read that
+				// breaks after it (the client hanging up on the whole
+				// answer cancels it, or the provider drops the
+				// connection) ends a complete answer, not a cut one.
+				a.to(stDrained)
+				return nil, io.EOF
+			}
 			err = a.readError(err)
 			if a.st != nil {
 				if b, r := a.resumed(err); r != resumeDeclined {
