@@ -45,12 +45,6 @@ func (ix lineIndex) line(path string) int {
 			return l
 		}
 		i := strings.LastIndexAny(path, ".[")
-		if strings.HasSuffix(path, `"]`) {
-			// A quoted key (prices["gpt-3.5-turbo"]) may hold dots and
-			// brackets: its parent ends where the quote began. A quote
-			// inside the key is escaped, so `["` is the key's own.
-			i = strings.LastIndex(path, `["`)
-		}
 		if i < 0 {
 			break
 		}
