@@ -1,0 +1,589 @@
+package budget
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultNamespace starts every key, as in internal/quota.
+const DefaultNamespace = "llmgw"
+
+// DefaultReservationTTL is how long a reservation holds budget when its
+// request never settles (GATEWAY_BUDGET_RESERVATION_TTL).
+const DefaultReservationTTL = 10 * time.Minute
+
+const (
+	// opTimeout bounds one Redis call on the request path: past it the
+	// replica goes degraded rather than stall the request.
+	opTimeout = 250 * time.Millisecond
+	// probeEvery is how often a degraded replica asks whether Redis is back.
+	probeEvery = 250 * time.Millisecond
+	// recentKeep is how long this replica remembers its own settles for a
+	// rebuild: the ledger has a record at most two report flush intervals
+	// (default 100 ms) after it was settled; 5 s leaves room for a slow
+	// Postgres.
+	recentKeep = 5 * time.Second
+	// maxPending bounds the settles kept for Redis while it is away.
+	maxPending = 100_000
+)
+
+// micro is one micro-dollar in USD.
+const micro = 1e6
+
+// Ledger is the truth the engine rebuilds a window's spend from
+// (report.Writer.SpentSince: the sum of requests.cost_usd since a time).
+type Ledger interface {
+	SpentSince(ctx context.Context, owner, name string, since time.Time) (float64, error)
+}
+
+// Replicas counts the replicas last seen alive (quota.Store provides it).
+type Replicas interface{ Alive() int }
+
+// Options configures Budgets.
+type Options struct {
+	// Redis shares spend and reservations between replicas; nil keeps
+	// them in this process only. Its calls get their own short deadlines.
+	Redis redis.UniversalClient
+	// Namespace starts every key; DefaultNamespace when empty.
+	Namespace string
+	// ReservationTTL is GATEWAY_BUDGET_RESERVATION_TTL; default 10m.
+	ReservationTTL time.Duration
+	// Ledger rebuilds a window's spend; nil counts spend from zero.
+	Ledger Ledger
+	// Replicas divides the remaining budget while Redis is away; nil is 1.
+	Replicas Replicas
+	// Now is the clock for windows and, when set, for reservation expiry
+	// in Redis too (passed into the scripts instead of Redis TIME), so
+	// tests can age reservations without sleeping. Production leaves it
+	// nil: windows follow this host's clock, expiry Redis's.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Budgets decides whether a request's estimated cost fits its budgets.
+type Budgets struct {
+	opts  Options
+	st    store
+	redis bool
+	fake  bool
+	nonce string
+	seq   atomic.Uint64
+
+	mu     sync.Mutex
+	limits map[budgetID]Limit
+	known  map[string]figures // last figures seen per window (Redis mode)
+	recent map[string][]recentSettle
+
+	// degraded mode (Redis only)
+	degraded  atomic.Bool
+	share     map[string]int64 // this replica's share per window, fixed on entry
+	used      map[string]int64 // reserved and settled against the share
+	pending   []pendingSettle  // settles Redis has not seen
+	lastProbe time.Time
+	probing   sync.Mutex
+}
+
+type budgetID struct {
+	owner Owner
+	per   Per
+}
+
+type recentSettle struct {
+	at   time.Time
+	cost int64
+}
+
+type pendingSettle struct {
+	ss   []slot
+	id   string
+	cost int64
+}
+
+// New returns the engine; SetLimits gives it its budgets.
+func New(opts Options) *Budgets {
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	if opts.ReservationTTL <= 0 {
+		opts.ReservationTTL = DefaultReservationTTL
+	}
+	fake := opts.Now != nil
+	if !fake {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	var nonce [6]byte
+	_, _ = rand.Read(nonce[:])
+	b := &Budgets{
+		opts:   opts,
+		fake:   fake,
+		nonce:  hex.EncodeToString(nonce[:]),
+		limits: map[budgetID]Limit{},
+		known:  map[string]figures{},
+		recent: map[string][]recentSettle{},
+		share:  map[string]int64{},
+		used:   map[string]int64{},
+	}
+	if opts.Redis != nil {
+		b.st = &redisStore{rdb: opts.Redis, prefix: opts.Namespace + ":{b}:"}
+		b.redis = true
+	} else {
+		b.st = newMemStore()
+	}
+	return b
+}
+
+// limitMicros is a limit in micro-dollars, rounded down: rounding never
+// lets spend pass the configured figure.
+func limitMicros(usd float64) int64 {
+	if usd <= 0 || math.IsNaN(usd) {
+		return 0
+	}
+	return int64(math.Floor(usd*micro + 1e-6))
+}
+
+// spendMicros is ledger spend in micro-dollars, rounded up for the same
+// reason.
+func spendMicros(usd float64) int64 {
+	if usd <= 0 || math.IsNaN(usd) {
+		return 0
+	}
+	return int64(math.Ceil(usd*micro - 1e-6))
+}
+
+func usd(m int64) float64 { return float64(m) / micro }
+
+func (b *Budgets) nowMs() int64 {
+	if b.redis && !b.fakeClock() {
+		return 0
+	}
+	return b.opts.Now().UnixMilli()
+}
+
+// fakeClock: Options.Now was set, so the scripts are told the time.
+func (b *Budgets) fakeClock() bool { return b.fake }
+
+// SetLimits replaces the budgets (at start and on routes reload). Spend
+// lives per (owner, window), not per limit, so a changed figure keeps its
+// spend; a budget new to this replica has its current window rebuilt from
+// the ledger now (SET NX: a window other replicas already count is kept).
+// The limits apply even when a rebuild fails; the error says which, and
+// the rebuild is retried at the budget's next request.
+func (b *Budgets) SetLimits(ctx context.Context, limits []Limit) error {
+	next := map[budgetID]Limit{}
+	var bad []error
+	for _, l := range limits {
+		if !l.Per.Valid() {
+			bad = append(bad, fmt.Errorf("budget %s: unknown window %q", l.Owner, l.Per))
+			continue
+		}
+		next[budgetID{l.Owner, l.Per}] = l
+	}
+	b.mu.Lock()
+	var fresh []Limit
+	for id, l := range next {
+		if _, ok := b.limits[id]; !ok {
+			fresh = append(fresh, l)
+		}
+	}
+	b.limits = next
+	b.mu.Unlock()
+	now := b.opts.Now()
+	for _, l := range fresh {
+		if err := b.rebuild(ctx, b.slotOf(l, now), l, now); err != nil {
+			bad = append(bad, err)
+		}
+	}
+	return errors.Join(bad...)
+}
+
+func (b *Budgets) slotOf(l Limit, now time.Time) slot {
+	return slot{base: baseKey(l.Owner, l.Per, now), limit: limitMicros(l.USD), expireAt: counterExpiry(l.Per, now)}
+}
+
+// rebuild seeds a window's counter from the ledger, plus this replica's
+// own settles of the last recentKeep the ledger may not have yet.
+func (b *Budgets) rebuild(ctx context.Context, s slot, l Limit, now time.Time) error {
+	spent, err := b.ledgerSpent(ctx, l, now)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	spent += b.recentLocked(s.base, now)
+	b.mu.Unlock()
+	octx, cancel := b.opContext(ctx)
+	defer cancel()
+	if err := b.st.seed(octx, s, spent); err != nil {
+		return b.storeErr(ctx, err)
+	}
+	return nil
+}
+
+func (b *Budgets) ledgerSpent(ctx context.Context, l Limit, now time.Time) (int64, error) {
+	if b.opts.Ledger == nil {
+		return 0, nil
+	}
+	f, err := b.opts.Ledger.SpentSince(ctx, l.Owner.Kind, l.Owner.Name, l.Per.Start(now))
+	if err != nil {
+		return 0, &RebuildError{Limit: l, Err: err}
+	}
+	return spendMicros(f), nil
+}
+
+// recentLocked sums this replica's settles into base in the last
+// recentKeep, forgetting older ones.
+func (b *Budgets) recentLocked(base string, now time.Time) int64 {
+	var sum int64
+	rs := b.recent[base]
+	keep := rs[:0]
+	for _, r := range rs {
+		if now.Sub(r.at) < recentKeep {
+			keep = append(keep, r)
+			sum += r.cost
+		}
+	}
+	if len(keep) == 0 {
+		delete(b.recent, base)
+	} else {
+		b.recent[base] = keep
+	}
+	return sum
+}
+
+// RebuildError is a window whose spend could not be read from the ledger;
+// the engine cannot decide for it until the ledger answers.
+type RebuildError struct {
+	Limit Limit
+	Err   error
+}
+
+func (e *RebuildError) Error() string {
+	return fmt.Sprintf("budget %s, %s: rebuild from the ledger: %v", e.Limit.Owner, e.Limit.Per, e.Err)
+}
+
+func (e *RebuildError) Unwrap() error { return e.Err }
+
+// ExceededError is a refusal: the request's estimate does not fit Limit.
+type ExceededError struct {
+	Limit Limit
+	// RetryAfter is the time to the window's end; 0 for Total.
+	RetryAfter time.Duration
+	// Remaining is what the budget has left (USD), at least 0.
+	Remaining float64
+}
+
+func (e *ExceededError) Error() string {
+	return "budget exceeded: " + e.Limit.Owner.String() + ", " + string(e.Limit.Per)
+}
+
+func (b *Budgets) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, opTimeout)
+}
+
+// storeErr turns a failed store call into the engine's view: a Redis that
+// does not answer makes the replica degraded; a reply Redis gave (a script
+// error) or the caller's own cancellation does not.
+func (b *Budgets) storeErr(ctx context.Context, err error) error {
+	if !b.redis || ctx.Err() != nil {
+		return err
+	}
+	var re redis.Error
+	if errors.As(err, &re) && !errors.Is(err, errShortReply) {
+		return err
+	}
+	b.enterDegraded(err)
+	return errDegraded
+}
+
+var (
+	errShortReply = errors.New("budget: unexpected reply from redis")
+	errDegraded   = errors.New("budget: redis is not answering")
+)
+
+// applied is one budget a reservation counts against.
+type applied struct {
+	limit Limit
+	slot  slot
+}
+
+// Reservation is a request's hold on its budgets until it settles.
+type Reservation struct {
+	b        *Budgets
+	id       string
+	est      int64
+	at       []applied
+	degraded bool // made against the local share, not in Redis
+
+	mu      sync.Mutex
+	settled bool
+	figs    []figures
+}
+
+func (b *Budgets) applicable(owners []Owner, now time.Time) []applied {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var at []applied
+	for _, o := range owners {
+		for _, p := range []Per{Day, Week, Month, Total} {
+			if l, ok := b.limits[budgetID{o, p}]; ok {
+				at = append(at, applied{l, b.slotOf(l, now)})
+			}
+		}
+	}
+	return at
+}
+
+func slots(at []applied) []slot {
+	ss := make([]slot, len(at))
+	for i, a := range at {
+		ss[i] = a.slot
+	}
+	return ss
+}
+
+// Reserve holds estimateMicros against every budget of owners (owners
+// without one are passed over), all or none. A refusal is an
+// *ExceededError naming the first budget over; a *RebuildError means a
+// window's spend could not be read from the ledger and nothing was
+// reserved. A Reservation is returned whenever err is nil, budgets or not:
+// settle it when the request ends.
+func (b *Budgets) Reserve(ctx context.Context, owners []Owner, estimateMicros int64) (*Reservation, error) {
+	now := b.opts.Now()
+	at := b.applicable(owners, now)
+	r := &Reservation{b: b, est: max(estimateMicros, 0), at: at}
+	if len(at) == 0 {
+		return r, nil
+	}
+	r.id = b.nonce + strconv.FormatUint(b.seq.Add(1), 16)
+	if b.redis && b.degraded.Load() && !b.recover(ctx) {
+		return r, b.reserveShare(ctx, r, now)
+	}
+	ss := slots(at)
+	for try := 0; ; try++ {
+		octx, cancel := b.opContext(ctx)
+		res, err := b.st.reserve(octx, ss, r.id, r.est, b.nowMs(), b.opts.ReservationTTL.Milliseconds())
+		cancel()
+		if err != nil {
+			if err = b.storeErr(ctx, err); errors.Is(err, errDegraded) {
+				return r, b.reserveShare(ctx, r, now)
+			}
+			return nil, err
+		}
+		switch res.status {
+		case reservedOK:
+			b.remember(ss, res.figs)
+			r.figs = res.figs
+			return r, nil
+		case reserved0:
+			a := at[res.over]
+			b.remember([]slot{a.slot}, res.figs)
+			return nil, b.exceeded(a, res.figs[0], now)
+		}
+		if try > 0 {
+			return nil, fmt.Errorf("budget: counters still missing after a rebuild")
+		}
+		for _, i := range res.missing {
+			if err := b.rebuild(ctx, at[i].slot, at[i].limit, now); err != nil {
+				if errors.Is(err, errDegraded) {
+					return r, b.reserveShare(ctx, r, now)
+				}
+				return nil, err
+			}
+		}
+	}
+}
+
+func (b *Budgets) exceeded(a applied, f figures, now time.Time) *ExceededError {
+	return &ExceededError{
+		Limit:      a.limit,
+		RetryAfter: a.limit.Per.retryAfter(now),
+		Remaining:  usd(max(a.slot.limit-f.spent-f.reserved, 0)),
+	}
+}
+
+func (b *Budgets) remember(ss []slot, figs []figures) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, s := range ss {
+		if i < len(figs) && figs[i].spent >= 0 {
+			b.known[s.base] = figs[i]
+		}
+	}
+}
+
+// Settle replaces the reservation by the request's real cost in
+// micro-dollars. A request whose cost is unknown (an unpriced model)
+// settles at the cost the caller passes: 0 adds no spend, passing the
+// estimate keeps it counted; that choice is the caller's. Settle is
+// idempotent (the first call counts) and safe after the reservation
+// expired: the cost is still added.
+func (r *Reservation) Settle(ctx context.Context, costMicros int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.settled || len(r.at) == 0 {
+		r.settled = true
+		return
+	}
+	r.settled = true
+	cost := max(costMicros, 0)
+	b := r.b
+	ss := slots(r.at)
+	now := b.opts.Now()
+	b.mu.Lock()
+	for _, s := range ss {
+		b.recent[s.base] = append(b.recent[s.base], recentSettle{now, cost})
+	}
+	b.mu.Unlock()
+	if !b.redis {
+		figs, _ := b.st.settle(ctx, ss, r.id, cost)
+		r.figs = figs
+		return
+	}
+	for range 2 {
+		if b.degraded.Load() {
+			if figs, ok := b.settleShare(r, cost); ok {
+				r.figs = figs
+				return
+			}
+		}
+		octx, cancel := b.opContext(ctx)
+		figs, err := b.st.settle(octx, ss, r.id, cost)
+		cancel()
+		if err == nil {
+			b.remember(ss, figs)
+			r.figs = figs
+			return
+		}
+		if err = b.storeErr(context.WithoutCancel(ctx), err); !errors.Is(err, errDegraded) {
+			b.opts.Logger.Warn("budget settle refused by redis", "error", err)
+			return
+		}
+		// Degraded now: the next turn keeps the settle for Redis. A call
+		// that timed out after Redis ran it is counted twice on replay
+		// (erring towards refusing), never lost.
+	}
+}
+
+// Remaining is the smallest remaining USD across the reserved budgets,
+// from the figures of the settle (or of the reservation before it); ok is
+// false when no budget applied.
+func (r *Reservation) Remaining() (usd float64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.at) == 0 {
+		return 0, false
+	}
+	return r.b.smallest(r.at, r.figs), true
+}
+
+func (b *Budgets) smallest(at []applied, figs []figures) float64 {
+	least := int64(math.MaxInt64)
+	for i, a := range at {
+		var f figures
+		if i < len(figs) && figs[i].spent >= 0 {
+			f = figs[i]
+		} else {
+			b.mu.Lock()
+			f = b.known[a.slot.base]
+			b.mu.Unlock()
+		}
+		least = min(least, a.slot.limit-f.spent-f.reserved)
+	}
+	return usd(max(least, 0))
+}
+
+// Remaining is the smallest remaining USD of owners' budgets from what
+// this replica last saw; ok is false when none has a budget.
+func (b *Budgets) Remaining(owners []Owner) (usd float64, ok bool) {
+	now := b.opts.Now()
+	at := b.applicable(owners, now)
+	if len(at) == 0 {
+		return 0, false
+	}
+	if !b.redis {
+		figs, _ := b.st.read(context.Background(), slots(at), now.UnixMilli())
+		return b.smallest(at, figs), true
+	}
+	return b.smallest(at, nil), true
+}
+
+// Status is one budget's standing.
+type Status struct {
+	Owner                                        Owner
+	Per                                          Per
+	LimitUSD, SpentUSD, ReservedUSD, RemainingUSD float64
+	ResetsAt                                     *time.Time // nil for Total
+	// Degraded: Redis is away and the figures are the last ones seen.
+	Degraded bool
+}
+
+// Snapshot reads every budget's current window (one call in Redis).
+func (b *Budgets) Snapshot(ctx context.Context) []Status {
+	now := b.opts.Now()
+	b.mu.Lock()
+	var at []applied
+	for _, l := range b.limits {
+		at = append(at, applied{l, b.slotOf(l, now)})
+	}
+	b.mu.Unlock()
+	if len(at) == 0 {
+		return nil
+	}
+	ss := slots(at)
+	degraded := b.redis && b.degraded.Load()
+	var figs []figures
+	if !degraded {
+		octx, cancel := b.opContext(ctx)
+		f, err := b.st.read(octx, ss, b.nowMs())
+		cancel()
+		if err != nil {
+			degraded = errors.Is(b.storeErr(ctx, err), errDegraded)
+		} else {
+			figs = f
+			b.remember(ss, f)
+		}
+	}
+	out := make([]Status, len(at))
+	for i, a := range at {
+		var f figures
+		if figs != nil && figs[i].spent >= 0 {
+			f = figs[i]
+		} else {
+			b.mu.Lock()
+			f = b.known[a.slot.base]
+			b.mu.Unlock()
+		}
+		st := Status{Owner: a.limit.Owner, Per: a.limit.Per, LimitUSD: usd(a.slot.limit),
+			SpentUSD: usd(f.spent), ReservedUSD: usd(f.reserved),
+			RemainingUSD: usd(max(a.slot.limit-f.spent-f.reserved, 0)), Degraded: degraded}
+		if end, ok := a.limit.Per.End(now); ok {
+			st.ResetsAt = &end
+		}
+		out[i] = st
+	}
+	sortStatus(out)
+	return out
+}
+
+// Close hands Redis the settles it missed while away, if it answers now.
+// The engine has no goroutines of its own.
+func (b *Budgets) Close() {
+	if b.redis && b.degraded.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		b.recover(ctx)
+		cancel()
+	}
+}
