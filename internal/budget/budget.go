@@ -438,6 +438,9 @@ func (r *Reservation) Settle(ctx context.Context, costMicros int64) {
 		return
 	}
 	r.settled = true
+	// A settle counts even when the request's context is gone (the client
+	// hung up): the provider billed it.
+	ctx = context.WithoutCancel(ctx)
 	cost := max(costMicros, 0)
 	b := r.b
 	ss := slots(r.at)
@@ -467,7 +470,7 @@ func (r *Reservation) Settle(ctx context.Context, costMicros int64) {
 			r.figs = figs
 			return
 		}
-		if err = b.storeErr(context.WithoutCancel(ctx), err); !errors.Is(err, errDegraded) {
+		if err = b.storeErr(ctx, err); !errors.Is(err, errDegraded) {
 			b.opts.Logger.Warn("budget settle refused by redis", "error", err)
 			return
 		}
@@ -522,10 +525,10 @@ func (b *Budgets) Remaining(owners []Owner) (usd float64, ok bool) {
 
 // Status is one budget's standing.
 type Status struct {
-	Owner                                        Owner
-	Per                                          Per
+	Owner                                         Owner
+	Per                                           Per
 	LimitUSD, SpentUSD, ReservedUSD, RemainingUSD float64
-	ResetsAt                                     *time.Time // nil for Total
+	ResetsAt                                      *time.Time // nil for Total
 	// Degraded: Redis is away and the figures are the last ones seen.
 	Degraded bool
 }

@@ -360,4 +360,3 @@ func counterExpiry(p Per, now time.Time) int64 {
 	}
 	return end.Add(24 * time.Hour).Unix()
 }
-
