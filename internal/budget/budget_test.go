@@ -275,3 +275,37 @@ func TestLimitChangeKeepsSpend(t *testing.T) {
 		}
 	})
 }
+
+// TestNewWindow: at UTC midnight a day budget starts again from the
+// ledger's spend since then (none yet), while the month budget of the
+// same request keeps its spend.
+func TestNewWindow(t *testing.T) {
+	modes(t, func(t *testing.T, mk func(Options) *Budgets) {
+		ctx := context.Background()
+		clk := newClock(dayStart().Add(22*time.Hour + 59*time.Minute))
+		if clk.now().Day() == 1 || clk.now().Add(2*time.Minute).Day() == 1 {
+			t.Skip("the fake day must not end a month") // keeps the month assertion simple
+		}
+		b := mk(Options{Now: clk.now})
+		defer b.Close()
+		_ = b.SetLimits(ctx, []Limit{{searchWeb, 1, Day}, {search, 3, Month}})
+		r, err := b.Reserve(ctx, []Owner{searchWeb, search}, 1_000_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Settle(ctx, 1_000_000)
+		var ex *ExceededError
+		if _, err := b.Reserve(ctx, []Owner{searchWeb, search}, 1); !errors.As(err, &ex) || ex.RetryAfter != time.Minute {
+			t.Fatalf("spent day: %v (retry after %v), want refused until midnight, a minute away", err, ex)
+		}
+		clk.advance(2 * time.Minute)
+		r, err = b.Reserve(ctx, []Owner{searchWeb, search}, 1_000_000)
+		if err != nil {
+			t.Fatalf("new day: %v", err)
+		}
+		r.Settle(ctx, 1_000_000)
+		if st := status(t, b, search, Month); st.SpentUSD != 2 {
+			t.Errorf("month spent %v across the day change, want 2", st.SpentUSD)
+		}
+	})
+}
