@@ -53,7 +53,10 @@ type Replicas interface{ Alive() int }
 // Options configures Budgets.
 type Options struct {
 	// Redis shares spend and reservations between replicas; nil keeps
-	// them in this process only. Its calls get their own short deadlines.
+	// them in this process only. Every call carries a 250 ms deadline in
+	// its context; configure the client as internal/quota does
+	// (ContextTimeoutEnabled, MaxRetries -1, DialerRetries 1, socket
+	// timeouts off) so that deadline is what bounds it.
 	Redis redis.UniversalClient
 	// Namespace starts every key; DefaultNamespace when empty.
 	Namespace string
@@ -62,6 +65,7 @@ type Options struct {
 	// Ledger rebuilds a window's spend; nil counts spend from zero.
 	Ledger Ledger
 	// Replicas divides the remaining budget while Redis is away; nil is 1.
+	// (quota.Store counts them as Replicas(); a one-line adapter fits.)
 	Replicas Replicas
 	// Now is the clock for windows and, when set, for reservation expiry
 	// in Redis too (passed into the scripts instead of Redis TIME), so
@@ -368,7 +372,7 @@ func (b *Budgets) Reserve(ctx context.Context, owners []Owner, estimateMicros in
 		return r, nil
 	}
 	r.id = b.nonce + strconv.FormatUint(b.seq.Add(1), 16)
-	if b.redis && b.degraded.Load() && !b.recover(ctx) {
+	if b.redis && b.degraded.Load() && !b.recover(ctx, false) {
 		return r, b.reserveShare(ctx, r, now)
 	}
 	ss := slots(at)
@@ -533,7 +537,9 @@ type Status struct {
 	Degraded bool
 }
 
-// Snapshot reads every budget's current window (one call in Redis).
+// Snapshot reads every budget's current window (one call in Redis). A
+// window whose counter Redis lost shows the figures last seen until the
+// next reservation rebuilds it.
 func (b *Budgets) Snapshot(ctx context.Context) []Status {
 	now := b.opts.Now()
 	b.mu.Lock()
@@ -586,7 +592,7 @@ func (b *Budgets) Snapshot(ctx context.Context) []Status {
 func (b *Budgets) Close() {
 	if b.redis && b.degraded.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		b.recover(ctx)
+		b.recover(ctx, true)
 		cancel()
 	}
 }

@@ -118,7 +118,8 @@ func (b *Budgets) settleShare(r *Reservation, cost int64) (_ []figures, ok bool)
 // recover, at most every probeEvery, hands Redis the settles it missed
 // (one settle call each, so each cost is added once) and leaves degraded
 // mode when none is left. It reports whether the replica is back.
-func (b *Budgets) recover(ctx context.Context) bool {
+// force skips the probe interval (Close).
+func (b *Budgets) recover(ctx context.Context, force bool) bool {
 	if !b.probing.TryLock() {
 		return !b.degraded.Load()
 	}
@@ -128,7 +129,7 @@ func (b *Budgets) recover(ctx context.Context) bool {
 		b.mu.Unlock()
 		return true
 	}
-	if time.Since(b.lastProbe) < probeEvery && ctx.Err() == nil {
+	if !force && time.Since(b.lastProbe) < probeEvery {
 		b.mu.Unlock()
 		return false
 	}
