@@ -74,8 +74,12 @@ func (s *Server) reserve(rj rejecter, owners []budget.Owner, estimate int64) (*b
 		return nil, false
 	}
 	if err != nil {
-		// Only a context that ended: the client left. Nothing to answer.
-		rj.reject(http.StatusServiceUnavailable, typeServer, codeInternal, "", "the budget could not be checked")
+		// The window's spend could not be read from the ledger (or the
+		// client left): a budget that cannot be checked refuses rather
+		// than lets the client spend without one.
+		s.opts.Logger.Warn("budget not checked", "err", err)
+		rj.w.Header().Set("Retry-After", "1")
+		rj.reject(http.StatusServiceUnavailable, typeServer, codeInternal, "", "the budget could not be checked; retry shortly")
 		return nil, false
 	}
 	if usd, ok := res.Remaining(); ok {

@@ -50,9 +50,9 @@ func NewClientKeys(cfg []routes.ClientConfig) *ClientKeys {
 			rates: quota.Limits{RequestsPerMinute: c.RequestsPerMinute, TokensPerMinute: c.TokensPerMinute},
 			team:  c.Team, costInUsage: c.CostInUsage}
 		if c.Budget != nil || c.Team != "" {
-			lim.owners = append(lim.owners, budget.Owner{Kind: budget.KindClient, Name: c.Name})
+			lim.owners = append(lim.owners, budget.Owner{Kind: budget.Client, Name: c.Name})
 			if c.Team != "" {
-				lim.owners = append(lim.owners, budget.Owner{Kind: budget.KindTeam, Name: c.Team})
+				lim.owners = append(lim.owners, budget.Owner{Kind: budget.Team, Name: c.Team})
 			}
 		}
 		if lim.concurrency > 0 || lim.rates.Any() || lim.team != "" || lim.costInUsage || c.Budget != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmgw/gateway/internal/budget"
+	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/routes"
 )
 
@@ -28,13 +29,19 @@ func (g *Gateway) openBudgets(ctx context.Context, r *routes.Routes) error {
 		opts.Redis = g.budgetRedis
 	}
 	if g.Reports != nil {
-		opts.Ledger = g.Reports
+		opts.Ledger = readyLedger{g.Reports}
 	}
 	if g.Quota != nil {
 		opts.Replicas = replicaCount(g.Quota.Replicas)
 	}
 	g.Budgets = budget.New(opts)
-	return g.Budgets.SetLimits(ctx, budgetLimits(r))
+	if err := g.Budgets.SetLimits(ctx, budgetLimits(r)); err != nil {
+		// The limits hold; a window whose spend could not be read yet (the
+		// ledger's tables are made by the writer, which has just started)
+		// is rebuilt by the first request that needs it.
+		g.Log.Warn("budgets: spend not rebuilt yet; the first request of each budget will", "err", err)
+	}
+	return nil
 }
 
 // replicaCount adapts the quota store's count of replicas alive.
@@ -48,13 +55,13 @@ func budgetLimits(r *routes.Routes) []budget.Limit {
 	var out []budget.Limit
 	for _, t := range r.Teams {
 		if t.Budget != nil {
-			out = append(out, budget.Limit{Owner: budget.Owner{Kind: budget.KindTeam, Name: t.Name},
+			out = append(out, budget.Limit{Owner: budget.Owner{Kind: budget.Team, Name: t.Name},
 				USD: t.Budget.USD, Per: budget.Per(t.Budget.Per)})
 		}
 	}
 	for _, c := range r.Clients {
 		if c.Budget != nil {
-			out = append(out, budget.Limit{Owner: budget.Owner{Kind: budget.KindClient, Name: c.Name},
+			out = append(out, budget.Limit{Owner: budget.Owner{Kind: budget.Client, Name: c.Name},
 				USD: c.Budget.USD, Per: budget.Per(c.Budget.Per)})
 		}
 	}
@@ -70,4 +77,25 @@ func (g *Gateway) closeBudgets() {
 	if g.budgetRedis != nil {
 		_ = g.budgetRedis.Close()
 	}
+}
+
+// readyLedger is the report writer as the budgets' ledger: a rebuild asked
+// for while the writer is still connecting (its migrations make the
+// tables) waits up to ledgerWait for it, so the first requests after a
+// start are decided on the ledger rather than refused.
+type readyLedger struct{ w *report.Writer }
+
+// ledgerWait bounds how long a budget's rebuild waits for the ledger.
+const ledgerWait = 3 * time.Second
+
+func (l readyLedger) SpentSince(ctx context.Context, owner, name string, since time.Time) (float64, error) {
+	deadline := time.Now().Add(ledgerWait)
+	for l.w.State() == report.StateConnecting && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return l.w.SpentSince(ctx, owner, name, since)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,7 +65,15 @@ var (
 // costProvider answers every route with the canned bytes above, streams
 // when asked to, and the usage chunk only when the request asks for it.
 func costProvider(t *testing.T) *httptest.Server {
+	srv, _ := countedCostProvider(t)
+	return srv
+}
+
+// countedCostProvider is costProvider that counts the requests it got.
+func countedCostProvider(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	var calls atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
 		b, _ := io.ReadAll(r.Body)
 		var req struct {
 			Stream        bool `json:"stream"`
@@ -104,7 +113,7 @@ func costProvider(t *testing.T) *httptest.Server {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, &calls
 }
 
 const (
@@ -120,6 +129,7 @@ providers:
   - name: oa
     base_url: ` + oa + `/v1
     api_keys: ["${PRIMARY_KEY}"]
+    max_concurrency: 8
     prices:
       m-oa: { input: 2.5, output: 10, cached_input: 1.25 }
       m-emb: { input: 0.02, output: 0 }
@@ -128,6 +138,7 @@ providers:
     format: anthropic
     base_url: ` + an + `/v1
     api_keys: ["${BACKUP_KEY}"]
+    max_concurrency: 8
     prices:
       m-an: { input: 3, output: 15, cached_input: 0.3, cache_write: 3.75 }
 models:
@@ -346,4 +357,105 @@ func TestCostExact(t *testing.T) {
 			t.Errorf("a metric names a client or a key")
 		}
 	})
+}
+
+// TestBudgetRefusal is issue 30's second "done when": a client over its
+// daily budget gets 429 insufficient_quota / budget_exceeded with a
+// Retry-After counting down to UTC midnight, and the provider sees no
+// attempt; a team's budget refuses every client of the team; every answer
+// to a budgeted client says what is left.
+func TestBudgetRefusal(t *testing.T) {
+	oa, calls := countedCostProvider(t)
+	an := costProvider(t)
+	routes := strings.Replace(costRoutes(oa.URL, an.URL), `teams:
+  - { name: search }
+clients:
+  - { name: costly, key_sha256: "`+sha(costToken)+`", team: search }`, `teams:
+  - { name: search }
+  - { name: ads, budget: { usd: 0.006, per: month } }
+clients:
+  - { name: costly, key_sha256: "`+sha(costToken)+`", team: search, budget: { usd: 0.01, per: day } }
+  - { name: ads-a, key_sha256: "`+sha(limitedToken)+`", team: ads }
+  - { name: ads-b, key_sha256: "`+sha(openToken)+`", team: ads }`, 1)
+	g := start(t, setup{routes: routes, db: true})
+	const body = `{"model":"m-oa","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
+
+	ok := 0
+	var refused *http.Response
+	var refusedBody []byte
+	for i := range 10 {
+		resp, got := g.post(t, body, "Authorization", "Bearer "+costToken)
+		if resp.StatusCode == http.StatusOK {
+			ok++
+			if h := resp.Header.Get("X-Gateway-Budget-Remaining-Usd"); h == "" {
+				t.Errorf("answer %d to a budgeted client has no x-gateway-budget-remaining-usd", i)
+			}
+			continue
+		}
+		refused, refusedBody = resp, got
+		break
+	}
+	// 0.004 each: the third is reserved at 0.008 spent and fits; the
+	// fourth finds 0.012 spent.
+	if refused == nil || ok != 3 {
+		t.Fatalf("%d answered before a refusal (refused: %v %s), want 3", ok, refused != nil, refusedBody)
+	}
+	e := decodeError(t, refusedBody)
+	if refused.StatusCode != http.StatusTooManyRequests || e.Error.Type != "insufficient_quota" || e.Error.Code != "budget_exceeded" ||
+		!strings.Contains(e.Error.Message, "client costly, day") {
+		t.Fatalf("refusal %d %+v", refused.StatusCode, e.Error)
+	}
+	now := time.Now().UTC()
+	midnight := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	ra, err := strconv.Atoi(refused.Header.Get("Retry-After"))
+	if want := int(midnight.Sub(now).Seconds()); err != nil || ra < want-2 || ra > want+2 {
+		t.Errorf("Retry-After %q, want about %d (seconds to UTC midnight)", refused.Header.Get("Retry-After"), want)
+	}
+	before := calls.Load()
+	if resp, _ := g.post(t, body, "Authorization", "Bearer "+costToken); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("the next request: %d, want 429", resp.StatusCode)
+	}
+	if calls.Load() != before {
+		t.Errorf("a refused request reached the provider")
+	}
+	// The Anthropic shape on /v1/messages.
+	resp, got, _ := g.postStream(t, "/v1/messages", `{"model":"m-an","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`,
+		"Authorization", "Bearer "+costToken)
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(got), `"type":"error"`) {
+		t.Errorf("messages refusal %d %s", resp.StatusCode, got)
+	}
+
+	// The team: a's answer spends 0.004 of 0.006, b's 0.004 more (its
+	// reservation fitted), then both are refused.
+	for i, tok := range []string{limitedToken, openToken} {
+		if resp, got := g.post(t, body, "Authorization", "Bearer "+tok); resp.StatusCode != http.StatusOK {
+			t.Fatalf("team request %d: %d %s", i, resp.StatusCode, got)
+		}
+	}
+	for _, tok := range []string{limitedToken, openToken} {
+		resp, got := g.post(t, body, "Authorization", "Bearer "+tok)
+		if e := decodeError(t, got); resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(e.Error.Message, "team ads, month") {
+			t.Errorf("team over budget: %d %s", resp.StatusCode, got)
+		}
+	}
+
+	code, b := g.get(t, "/admin/budgets", true)
+	var list struct {
+		Budgets []struct {
+			Owner struct{ Kind, Name string }
+			Per      string
+			LimitUSD float64
+			SpentUSD float64
+		} `json:"budgets"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil || code != 200 || len(list.Budgets) != 2 {
+		t.Fatalf("/admin/budgets %d %s", code, b)
+	}
+	_, m := g.get(t, "/metrics", false)
+	for _, want := range []string{`gateway_budget_refusals_total{budget="client:costly"} 3`, `gateway_budget_refusals_total{budget="team:ads"} 2`,
+		`gateway_budget_remaining_usd{budget="client:costly"}`} {
+		if !strings.Contains(string(m), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 }

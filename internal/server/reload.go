@@ -248,9 +248,9 @@ func (g *Gateway) Reload(trigger string) error {
 		return g.reloadFailed(trigger, digest, fmt.Errorf("routes file %s: %w", path, err))
 	}
 	if err := g.Budgets.SetLimits(context.WithoutCancel(context.Background()), budgetLimits(rf.Routes)); err != nil {
-		// The budgets keep their old limits; the routes still swap, so
-		// that a Redis outage never blocks a reload.
-		g.Log.Warn("budgets not updated with the reload", "err", err)
+		// The new limits hold; a window whose spend could not be read
+		// is rebuilt by the first request that needs it.
+		g.Log.Warn("budgets: spend not rebuilt yet after the reload", "err", err)
 	}
 	old := g.API.Routing()
 	// Before the swap: an error of the first request sent with a new key
