@@ -124,7 +124,7 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 		// Validation filled in the default strategy.
 		fmt.Fprintf(out, "model %s: strategy %s%s\n", m, models[m].Strategy, routePolicy(policy, models[m].Hedge.After, cfg))
 		for _, c := range plan {
-			fmt.Fprintf(out, "  %d. %s (provider %s, target %s, upstream model %s, %s)\n",
+			fmt.Fprintf(out, "  %d. %s (provider %s, target %s, upstream model %s%s)\n",
 				c.Index, c.ID, c.Provider().Name, c.Target.ID, c.Model, priceLine(c.Price))
 		}
 	}
@@ -138,13 +138,13 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 	return nil
 }
 
-// priceLine shows a candidate's price per million tokens, or that it has
-// none.
+// priceLine shows a candidate's price per million tokens; nothing for an
+// unpriced one (the "unpriced:" line names those).
 func priceLine(p *pricing.Price) string {
 	if p == nil {
-		return "unpriced"
+		return ""
 	}
-	s := fmt.Sprintf("$%g in / $%g out", p.Input, p.Output)
+	s := fmt.Sprintf(", $%g in / $%g out", p.Input, p.Output)
 	if p.CachedInput != p.Input {
 		s += fmt.Sprintf(" / $%g cached", p.CachedInput)
 	}

@@ -33,13 +33,9 @@ const (
 	HeaderBudgetRemaining = "X-Gateway-Budget-Remaining-Usd"
 )
 
-// defaultTokensEstimate is the output a request without max_tokens is
-// expected to produce, when its route sets no max_tokens_estimate.
-const defaultTokensEstimate = 1024
-
 // estimateMicros is a request's reservation: its body's bytes / 4 at the
 // first candidate's input price, plus its max_tokens (else the route's
-// estimate) at the output price, plus the request fee. An unpriced first
+// max_tokens_estimate, default 1024) at the output price, plus the request fee. An unpriced first
 // candidate reserves nothing: its cost is unknown.
 func estimateMicros(chat *upstream.ChatRequest, first *candidates.Candidate, outTokens int64) int64 {
 	p := first.Price

@@ -222,12 +222,15 @@ func (b *Budgets) Remaining(owners []Owner) (usd float64, ok bool) {
 
 // Status is one budget's standing.
 type Status struct {
-	Owner                                         Owner
-	Per                                           Per
-	LimitUSD, SpentUSD, ReservedUSD, RemainingUSD float64
-	ResetsAt                                      *time.Time // nil for Total
+	Owner        Owner      `json:"owner"`
+	Per          Per        `json:"window"`
+	LimitUSD     float64    `json:"limit_usd"`
+	SpentUSD     float64    `json:"spent_usd"`
+	ReservedUSD  float64    `json:"reserved_usd"`
+	RemainingUSD float64    `json:"remaining_usd"`
+	ResetsAt     *time.Time `json:"resets_at"` // nil for Total
 	// Degraded: Redis is away and the figures are the last ones seen.
-	Degraded bool
+	Degraded bool `json:"degraded"`
 }
 
 // Snapshot reads every budget's current window (one call in Redis). A

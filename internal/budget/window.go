@@ -79,7 +79,10 @@ func (p Per) windowKey(now time.Time) string {
 }
 
 // Owner is whose budget it is.
-type Owner struct{ Kind, Name string }
+type Owner struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
 
 // Client and Team are the owner kinds.
 const (

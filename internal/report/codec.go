@@ -16,7 +16,7 @@ import (
 // reader tell a torn or corrupt tail from data, the length lets it skip one record
 // it cannot decode (written by a newer version) without losing the rest.
 const (
-	frameHeader    = 8
+	frameHeader = 8
 	// spoolVersion 2 added cost and the usage details at the end of both
 	// kinds (appendCost); version 1 frames still decode, those zero.
 	spoolVersion   = 2

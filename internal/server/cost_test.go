@@ -442,7 +442,7 @@ clients:
 	code, b := g.get(t, "/admin/budgets", true)
 	var list struct {
 		Budgets []struct {
-			Owner struct{ Kind, Name string }
+			Owner    struct{ Kind, Name string }
 			Per      string
 			LimitUSD float64
 			SpentUSD float64

@@ -157,7 +157,7 @@ func TestPassReaders(t *testing.T) {
 			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":2,\"output_tokens\":1}}}\n\n",
 			"event: ping\ndata: {\"type\":\"ping\"}\n\n",
 			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":5}}\n\n",
-			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"}, -1, true, Usage{PromptTokens: 12, CompletionTokens: 5, TotalTokens: 17}},
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"}, -1, true, Usage{PromptTokens: 12, CompletionTokens: 5, TotalTokens: 17, CachedTokens: 2}},
 		{"messages overloaded", RouteMessages, FormatAnthropic, []string{
 			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"}, 0, false, Usage{}},
 		{"responses", RouteResponses, FormatOpenAI, []string{
