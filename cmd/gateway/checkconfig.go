@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
+	"github.com/llmgw/gateway/internal/pricing"
 	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/server"
 	"github.com/llmgw/gateway/internal/upstream"
@@ -123,15 +124,34 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 		// Validation filled in the default strategy.
 		fmt.Fprintf(out, "model %s: strategy %s%s\n", m, models[m].Strategy, routePolicy(policy, models[m].Hedge.After, cfg))
 		for _, c := range plan {
-			fmt.Fprintf(out, "  %d. %s (provider %s, target %s, upstream model %s)\n",
-				c.Index, c.ID, c.Provider().Name, c.Target.ID, c.Model)
+			fmt.Fprintf(out, "  %d. %s (provider %s, target %s, upstream model %s%s)\n",
+				c.Index, c.ID, c.Provider().Name, c.Target.ID, c.Model, priceLine(c.Price))
 		}
 	}
 	if len(file.Clients) == 0 {
 		fmt.Fprintln(out, "clients: none, so the API accepts requests without a key")
 	}
+	if u := planner.Unpriced(); len(u) > 0 {
+		fmt.Fprintf(out, "unpriced: %s (they run; their cost is unknown)\n", strings.Join(u, ", "))
+	}
 	fmt.Fprintf(out, "hold mode: %s\n", cfg.HoldMode)
 	return nil
+}
+
+// priceLine shows a candidate's price per million tokens; nothing for an
+// unpriced one (the "unpriced:" line names those).
+func priceLine(p *pricing.Price) string {
+	if p == nil {
+		return ""
+	}
+	s := fmt.Sprintf(", $%g in / $%g out", p.Input, p.Output)
+	if p.CachedInput != p.Input {
+		s += fmt.Sprintf(" / $%g cached", p.CachedInput)
+	}
+	if p.AsOf != "" {
+		s += " as of " + p.AsOf
+	}
+	return s + " per 1M tokens"
 }
 
 // unusualPath reports whether a provider's chat URL is other than the

@@ -100,6 +100,7 @@ models:
 			"model plain: strategy weighted\n" +
 			"  0. backup/key0-a2de1413/plain (provider backup, target 69ff0b88a356b2ee, upstream model plain)\n" +
 			"clients: none, so the API accepts requests without a key\n" +
+			"unpriced: backup/fast, backup/plain, primary/fast (they run; their cost is unknown)\n" +
 			"hold mode: first_body\n"},
 		{"formats and auth", `providers:
   - name: claude
@@ -136,6 +137,7 @@ models:
 			"model m: strategy weighted\n" +
 			"  0. claude/key0-f761d17d/m (provider claude, target e061aca836a29af3, upstream model m)\n" +
 			"clients: none, so the API accepts requests without a key\n" +
+			"unpriced: claude/m (they run; their cost is unknown)\n" +
 			"hold mode: first_body\n"},
 		{"commit point, deadline and hedging", `providers:
   - name: primary
@@ -188,6 +190,7 @@ models:
 			"model plain: strategy weighted, deadline 2m0s\n" +
 			"  0. backup/key0-a2de1413/plain (provider backup, target 69ff0b88a356b2ee, upstream model plain)\n" +
 			"clients: none, so the API accepts requests without a key\n" +
+			"unpriced: backup/chat, backup/plain, primary/chat, spare/batch (they run; their cost is unknown)\n" +
 			"hold mode: first_body\n"},
 	}
 	t.Setenv("GATEWAY_UPSTREAM_EXECUTION_GATE_STREAM_HOLD_MODE", "first_body")

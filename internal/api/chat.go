@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/budget"
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/upstream"
@@ -31,7 +32,7 @@ type apiHandler struct {
 }
 
 func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req, tc := h.s.prepare(w, r, h.route)
+	req, tc, res := h.s.prepare(w, r, h.route)
 	if req == nil {
 		return
 	}
@@ -41,10 +42,11 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// it from its first statement: a panic there would leak its slots.
 	a, out := h.s.opts.Runner.Run(r.Context(), req)
 	if a != nil {
-		out = h.s.relay(w, a, tc)
+		out = h.s.relay(w, a, tc, req.CostInUsage)
 	}
 	abort := h.s.finish(w, r, req, out)
 	tc.finish(out)
+	settle(r.Context(), res, out)
 	h.s.access.request(req, out)
 	if abort {
 		// The response started and then broke: make sure the client
@@ -57,13 +59,13 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // readies the count of its tokens against the client's rate, from the same
 // routes file as the plan. It answers the client itself and returns nil
 // when the request is refused.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.Route) (*candidates.Request, *tokenCount) {
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.Route) (*candidates.Request, *tokenCount, *budget.Reservation) {
 	received := s.opts.Runner.Now() // the loop's clock: the records and deadlines are on it
 	rj := rejecter{s: s, w: w, r: r, route: route, received: received}
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")
 		rj.reject(http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", "the gateway is shutting down")
-		return nil, nil
+		return nil, nil, nil
 	}
 	rt := s.routing.Load() // one routes file for the whole request
 	clientName, ceiling := "", admission.Interactive
@@ -72,32 +74,32 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 		name, c, ok := rt.Clients.Authenticate(clientToken(r.Header))
 		if !ok {
 			rj.reject(http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
-			return nil, nil
+			return nil, nil, nil
 		}
 		clientName, ceiling, limits = name, c, rt.Clients.limitsOf(name)
 	}
 	prio, err := requestPriority(r.Header.Get(priorityHeader), ceiling)
 	if err != nil {
 		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
-		return nil, nil
+		return nil, nil, nil
 	}
 	asked, err := requestDeadline(r.Header.Get(deadlineHeader))
 	if err != nil {
 		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
-		return nil, nil
+		return nil, nil, nil
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		status, code, msg := bodyReadError(err)
 		rj.reject(status, typeInvalidRequest, code, "", msg)
-		return nil, nil
+		return nil, nil, nil
 	}
 	chat, err := upstream.ParseRequest(route, body)
 	if err != nil {
 		var re *upstream.RequestError
 		errors.As(err, &re)
 		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
-		return nil, nil
+		return nil, nil, nil
 	}
 	planStart := time.Now()
 	policy, plan, err := rt.Planner.PlanRoute(chat.Model, route)
@@ -108,19 +110,23 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 			msg = "the model '" + chat.Model + "' has no provider that serves " + r.URL.Path
 		}
 		rj.reject(http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model", msg)
-		return nil, nil
+		return nil, nil, nil
 	}
 	if !checkFirst(rj, chat, &plan[0]) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if !s.countRate(rj, clientName, limits) {
-		return nil, nil
+		return nil, nil, nil
+	}
+	res, ok := s.reserve(rj, limits.owners, estimateMicros(chat, &plan[0], int64(policy.TokensEstimate)))
+	if !ok {
+		return nil, nil, nil
 	}
 	req := &candidates.Request{
 		ID: requestID(r.Context()), ClientRequestID: clientRequestID(r.Context()),
-		Model: chat.Model, Stream: chat.Stream, Client: clientName, Priority: prio,
+		Model: chat.Model, Stream: chat.Stream, Client: clientName, Team: limits.team, Priority: prio,
 		Received: received, Candidates: plan, Route: route, Exchange: chat, Header: r.Header,
-		ClientConcurrency: limits.concurrency,
+		ClientConcurrency: limits.concurrency, CostInUsage: limits.costInUsage,
 	}
 	req.Hedge = policy.Hedge
 	if !policy.Hedge.On() {
@@ -129,7 +135,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 	if d := shorter(policy.Deadline, asked); d > 0 {
 		req.Deadline = received.Add(d)
 	}
-	return req, s.newTokenCount(r.Context(), clientName, limits)
+	return req, s.newTokenCount(r.Context(), clientName, limits), res
 }
 
 // checkFirst translates the request for its first candidate, when that

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/llmgw/gateway/internal/admission"
+	"github.com/llmgw/gateway/internal/budget"
 	"github.com/llmgw/gateway/internal/quota"
 	"github.com/llmgw/gateway/internal/routes"
 )
@@ -46,8 +47,15 @@ func NewClientKeys(cfg []routes.ClientConfig) *ClientKeys {
 		k.priority, _ = admission.ParsePriority(c.Priority)
 		ck.clients = append(ck.clients, k)
 		lim := clientLimits{concurrency: c.MaxConcurrency,
-			rates: quota.Limits{RequestsPerMinute: c.RequestsPerMinute, TokensPerMinute: c.TokensPerMinute}}
-		if lim.concurrency > 0 || lim.rates.Any() {
+			rates: quota.Limits{RequestsPerMinute: c.RequestsPerMinute, TokensPerMinute: c.TokensPerMinute},
+			team:  c.Team, costInUsage: c.CostInUsage}
+		if c.Budget != nil || c.Team != "" {
+			lim.owners = append(lim.owners, budget.Owner{Kind: budget.Client, Name: c.Name})
+			if c.Team != "" {
+				lim.owners = append(lim.owners, budget.Owner{Kind: budget.Team, Name: c.Team})
+			}
+		}
+		if lim.concurrency > 0 || lim.rates.Any() || lim.team != "" || lim.costInUsage || c.Budget != nil {
 			if ck.limits == nil {
 				ck.limits = map[string]clientLimits{}
 			}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/llmgw/gateway/internal/budget"
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/quota"
 )
@@ -26,6 +27,11 @@ type RateCounter interface {
 type clientLimits struct {
 	concurrency int
 	rates       quota.Limits
+	team        string // the client's team: records, budgets, cost metrics
+	costInUsage bool   // usage.cost in the answers (docs/cost.md)
+	// owners are the budgets the client's requests reserve against: its
+	// own and its team's (the budgets ignore an owner without a limit).
+	owners []budget.Owner
 }
 
 // codeRateLimitExceeded is OpenAI's code for a client over its rate limit.
@@ -158,9 +164,9 @@ var streamEnds = [][]byte{[]byte("\ndata: [DONE]"), []byte("\nevent: message_sto
 // only after the count (its usage is in the body's tail, which the attempt
 // keeps). What is held back is one read, at most the attempt's read buffer,
 // never the whole body; every write is bounded like any other (dl).
-func (s *Server) sendCounted(w http.ResponseWriter, rc *http.ResponseController, dl *writeDeadline, a *candidates.Attempt, tc *tokenCount) error {
+func (s *Server) sendCounted(w http.ResponseWriter, rc *http.ResponseController, dl *writeDeadline, a *candidates.Attempt, first []byte, tc *tokenCount) error {
 	bp := heldBufs.Get().(*[]byte)
-	held := append((*bp)[:0], a.First()...)
+	held := append((*bp)[:0], first...)
 	defer func() {
 		// A translated body comes whole (up to 16 MiB): not kept.
 		if cap(held) <= 64<<10 {

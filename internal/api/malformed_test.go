@@ -270,3 +270,4 @@ type panicCounter struct{ o *outcomes }
 func (p panicCounter) Planned(time.Duration) {}
 func (p panicCounter) Rejected(string, int)  {}
 func (p panicCounter) Panic()                { p.o.panicked() }
+func (p panicCounter) BudgetRefused(string)  {}

@@ -28,18 +28,22 @@ import (
 // The relay owns the attempt from its first statement: the handler calls it
 // right after Run returned the attempt, and from then on any panic aborts
 // the attempt (its slots released, its records settled) before it goes on.
-func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCount) (out *candidates.Outcome) {
+func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCount, costInUsage bool) (out *candidates.Outcome) {
 	defer abortOnPanic(a)
 	rc := http.NewResponseController(w)
-	dl := s.commit(w, rc, a)
 	stream := a.Stream()
-	if tc != nil && !stream {
-		return a.Finish(s.sendCounted(w, rc, &dl, a, tc))
+	first := a.First()
+	if costInUsage && !stream {
+		first = bodyWithCost(w.Header(), a)
 	}
-	tc.beforeEnd(a, a.First())
+	dl := s.commit(w, rc, a)
+	if tc != nil && !stream {
+		return a.Finish(s.sendCounted(w, rc, &dl, a, first, tc))
+	}
+	tc.beforeEnd(a, first)
 	// The first event is flushed alone, whatever follows it: it is the
 	// first token the user waits for.
-	err := s.send(w, rc, &dl, a.First(), stream)
+	err := s.send(w, rc, &dl, first, stream)
 	if err == nil {
 		a.Sent()
 		if h := s.opts.TestHook; h != nil && stream {
@@ -54,6 +58,9 @@ func (s *Server) relay(w http.ResponseWriter, a *candidates.Attempt, tc *tokenCo
 		}
 		if a.Resumed() {
 			dl.rebase(a) // a cut stream continued: its new attempt's end bounds the writes
+		}
+		if costInUsage && stream {
+			b = eventWithCost(a, b)
 		}
 		tc.beforeEnd(a, b)
 		// Events the provider sent back to back go out in one write: the
@@ -84,7 +91,12 @@ func (s *Server) commit(w http.ResponseWriter, rc *http.ResponseController, a *c
 	if h := s.opts.TestHook; h != nil {
 		h("committed")
 	}
-	commitHeaders(w.Header(), a)
+	h := w.Header()
+	n := h.Get("Content-Length") // set by bodyWithCost, for the body it changed
+	commitHeaders(h, a)
+	if n != "" {
+		h.Set("Content-Length", n)
+	}
 	w.WriteHeader(a.Status())
 	dl := writeDeadline{rc: rc, d: s.opts.StreamWriteTimeout}
 	if left, ok := a.Remaining(); ok {
@@ -126,7 +138,18 @@ func commitHeaders(h http.Header, a *candidates.Attempt) {
 	if n := a.ContentLength(); n >= 0 {
 		h.Set("Content-Length", strconv.FormatInt(n, 10))
 	}
+	if usd, ok := a.Cost(); ok {
+		h.Set(HeaderCost, FormatUSD(usd))
+	}
 }
+
+// HeaderCost carries a non-stream answer's cost in USD (docs/cost.md).
+const HeaderCost = "X-Gateway-Cost-Usd"
+
+// FormatUSD writes an amount of USD as a plain decimal, never in exponent
+// form (0.000123, not 1.23e-04), with the digits that tell it apart from
+// its neighbours: what the record's numeric column holds.
+func FormatUSD(usd float64) string { return strconv.FormatFloat(usd, 'f', -1, 64) }
 
 // writeDeadline bounds each write to the client by the write timeout d and
 // every write by end, the attempt's end. It moves the connection's deadline

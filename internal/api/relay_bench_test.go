@@ -82,7 +82,7 @@ func BenchmarkRelayStreamEvent(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(chunkEvent)))
 	b.ResetTimer()
-	out := s.relay(w, a, nil)
+	out := s.relay(w, a, nil, false)
 	b.StopTimer()
 	if out.Status != report.RequestSuccess {
 		b.Fatalf("outcome %+v", out)
@@ -105,7 +105,7 @@ func BenchmarkRelayStreamEventHiddenUsage(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(chunkEvent)))
 	b.ResetTimer()
-	out := s.relay(w, a, nil)
+	out := s.relay(w, a, nil, false)
 	b.StopTimer()
 	if out.Status != report.RequestSuccess {
 		b.Fatalf("outcome %+v", out)

@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -130,7 +129,7 @@ func TestRelayFlushesBackToBackEventsTogether(t *testing.T) {
 			a := committedStream(t, bytes.NewReader([]byte(tt.body)))
 			w := newFlushWriter()
 			s := &Server{opts: Options{StreamWriteTimeout: 30 * time.Second}}
-			out := s.relay(w, a, nil)
+			out := s.relay(w, a, nil, false)
 			if out.Status != report.RequestSuccess {
 				t.Fatalf("outcome %+v", out)
 			}
@@ -182,7 +181,7 @@ func TestRelayNeverHoldsAnEventForTheNext(t *testing.T) {
 	a := committedStream(t, pr)
 	// The first event's flush: the provider waits for no flush after it.
 	s := &Server{opts: Options{StreamWriteTimeout: 30 * time.Second}}
-	out := s.relay(w, a, nil)
+	out := s.relay(w, a, nil, false)
 	if err := <-provider; err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +217,7 @@ func TestRelayFlushesHeldEventsWhenTheStreamBreaks(t *testing.T) {
 	a := committedStream(t, bytes.NewReader([]byte(eventA+eventB+errEvent+eventEnd)))
 	w := newFlushWriter()
 	s := &Server{opts: Options{StreamWriteTimeout: 30 * time.Second}}
-	out := s.relay(w, a, nil)
+	out := s.relay(w, a, nil, false)
 	if out.Status == report.RequestSuccess {
 		t.Fatalf("a stream ended by an error event succeeded: %+v", out)
 	}
@@ -368,65 +367,62 @@ func (r *countingRates) AddTokens(_ context.Context, _ string, _ quota.Limits, n
 	return nil
 }
 
-// A body for a client with a token rate is not buffered whole: each read
-// goes to the client once the next one arrived, and only the last waits for
-// the token count, so the client cannot see the end of the answer before
-// its tokens are counted. The provider here sends its last piece only once
-// the client has the first: a relay that read the whole body first would
-// wait forever.
+// A body for a client with a token rate is counted before the client sees
+// its end. A body up to 1 MiB is read whole before the commit point (its
+// cost goes in the headers), so the client has nothing of it when its
+// tokens are counted; a larger one is relayed read by read, each read once
+// the next arrived, only the last waiting for the count.
 func TestSendCountedHoldsOnlyTheLastRead(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
-	pieces := []string{`{"id":"x","choices":[{"message":{"content":"`, strings.Repeat("a", 1000), `"}}],` +
-		`"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`}
-	pr, pw := io.Pipe()
-	defer pr.Close()
-	w := newFlushWriter()
-	rates := &countingRates{w: w}
-	provider := make(chan error, 1)
-	go func() {
-		for i, p := range pieces {
-			if _, err := io.WriteString(pw, p); err != nil {
-				provider <- err
-				return
-			}
-			if i != 1 {
-				continue
-			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				flushed, pending := w.delivered()
-				if strings.Join(flushed, "")+pending == pieces[0] {
-					break
+	big := strings.Repeat("a", 1<<20+1000) // past what the attempt holds before its commit point
+	for _, tc := range []struct {
+		name   string
+		pieces []string
+		had    func(pieces []string) string // what the client has when the tokens are counted
+	}{
+		{"held whole", []string{`{"id":"x","choices":[{"message":{"content":"`, strings.Repeat("a", 1000), `"}}],` +
+			`"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`}, func([]string) string { return "" }},
+		{"larger than held", []string{`{"id":"x","choices":[{"message":{"content":"`, big, `"}}],` +
+			`"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`}, func(p []string) string { return p[0] + p[1] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pieces := tc.pieces
+			pr, pw := io.Pipe()
+			defer pr.Close()
+			w := newFlushWriter()
+			rates := &countingRates{w: w}
+			provider := make(chan error, 1)
+			go func() {
+				for _, p := range pieces {
+					if _, err := io.WriteString(pw, p); err != nil {
+						provider <- err
+						return
+					}
 				}
-				if time.Now().After(deadline) {
-					provider <- errors.New("the client never got the first piece: the body was held whole")
-					_ = pw.CloseWithError(io.ErrClosedPipe)
-					return
-				}
-				time.Sleep(time.Millisecond)
+				provider <- pw.Close()
+			}()
+			a := committedBody(t, pr)
+			s := &Server{opts: Options{StreamWriteTimeout: 30 * time.Second, Rates: rates}}
+			tcount := &tokenCount{s: s, ctx: context.Background(), client: "c", lim: clientLimits{rates: quota.Limits{TokensPerMinute: 1000}}}
+			out := s.relay(w, a, tcount, false)
+			if err := <-provider; err != nil {
+				t.Fatal(err)
 			}
-		}
-		provider <- pw.Close()
-	}()
-	a := committedBody(t, pr)
-	s := &Server{opts: Options{StreamWriteTimeout: 30 * time.Second, Rates: rates}}
-	tc := &tokenCount{s: s, ctx: context.Background(), client: "c", lim: clientLimits{rates: quota.Limits{TokensPerMinute: 1000}}}
-	out := s.relay(w, a, tc)
-	if err := <-provider; err != nil {
-		t.Fatal(err)
-	}
-	if out.Status != report.RequestSuccess {
-		t.Fatalf("outcome %+v", out)
-	}
-	if rates.counted != 3 {
-		t.Fatalf("counted %d tokens, want 3", rates.counted)
-	}
-	if want := pieces[0] + pieces[1]; rates.had != want {
-		t.Fatalf("the client had %q when its tokens were counted, want %q", rates.had, want)
-	}
-	flushed, pending := w.delivered()
-	if got := strings.Join(flushed, "") + pending; got != strings.Join(pieces, "") {
-		t.Fatalf("client got %q", got)
+			if out.Status != report.RequestSuccess {
+				t.Fatalf("outcome %+v", out)
+			}
+			if rates.counted != 3 {
+				t.Fatalf("counted %d tokens, want 3", rates.counted)
+			}
+			full := strings.Join(pieces, "")
+			if want := tc.had(pieces); len(rates.had) >= len(full) || (want == "" && rates.had != "") {
+				t.Fatalf("the client had %d of %d bytes when its tokens were counted, want %d", len(rates.had), len(full), len(want))
+			}
+			flushed, pending := w.delivered()
+			if got := strings.Join(flushed, "") + pending; got != full {
+				t.Fatalf("client got %d bytes, want %d", len(got), len(full))
+			}
+		})
 	}
 }
 

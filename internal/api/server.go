@@ -48,6 +48,7 @@ type Observer interface {
 	Planned(d time.Duration)           // time to plan a request's candidates
 	Rejected(route string, status int) // a request refused before planning, by client route
 	Panic()                            // a recovered panic
+	BudgetRefused(budget string)       // a request refused by a budget ("client:NAME", "team:NAME")
 }
 
 type nopObserver struct{}
@@ -55,6 +56,7 @@ type nopObserver struct{}
 func (nopObserver) Planned(time.Duration) {}
 func (nopObserver) Rejected(string, int)  {}
 func (nopObserver) Panic()                {}
+func (nopObserver) BudgetRefused(string)  {}
 
 // ReportStore is the record store as the API reads it; nil when records are off.
 type ReportStore interface {
@@ -86,6 +88,7 @@ type Options struct {
 	Metrics         http.Handler // nil: no /metrics
 	Logger          *slog.Logger
 	Observe         Observer      // the API's measurements; optional
+	Budgets         BudgetKeeper  // client and team budgets; nil: none
 	ReadBodyTimeout time.Duration // bounds reading a request body; 0 = none
 	AccessLog       bool          // one info line per API request (GATEWAY_ACCESS_LOG)
 	// TestHook, when set, is called at named points of an attempt
@@ -181,6 +184,8 @@ func New(opts Options) *Server {
 			r.Get("/admin/requests/{id}", s.adminRequest)
 			r.Get("/admin/stats/providers", s.adminProviderStats)
 			r.Get("/admin/config", s.adminConfig)
+			r.Get("/admin/spend", s.adminSpend)
+			r.Get("/admin/budgets", s.adminBudgets)
 			if opts.PProf {
 				r.HandleFunc("/debug/pprof/*", pprof.Index)
 				r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

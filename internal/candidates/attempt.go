@@ -65,6 +65,11 @@ type Attempt struct {
 	release  context.CancelCauseFunc // a hedged attempt's own context, released at close
 	st       *upstream.Stitch        // a resumable stream's watch over what its client got; nil: resume off
 	moved    bool                    // resumed on another candidate since the relay last asked (Resumed)
+	// outEvents counts the stream's events that made client bytes: the
+	// estimate of the output tokens of a stream cut before its usage
+	// (cost.go).
+	outEvents   int
+	promptBytes int // the request body's size, for the prompt estimate of the same
 }
 
 // open sends the attempt's request and reads up to the commit point: the
@@ -79,6 +84,7 @@ func (a *Attempt) open(parent context.Context) error {
 		h("attempt")
 	}
 	a.to(stSending)
+	a.promptBytes = len(a.call.Body)
 	var firstByte, idle time.Duration
 	if req.Stream {
 		firstByte, idle = prov.FirstByte, prov.Idle
@@ -176,7 +182,10 @@ func (a *Attempt) event(ev []byte, committed bool) ([]byte, error) {
 		a.out = out
 	}
 	if a.st != nil && err == nil {
-		return a.st.Event(out)
+		out, err = a.st.Event(out)
+	}
+	if len(out) > 0 {
+		a.outEvents++
 	}
 	return out, err
 }
@@ -299,38 +308,56 @@ func (a *Attempt) cutBeforeCommit(err error) error {
 
 var bodyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// openBody reads a non-streaming answer's first bytes, so that a body that
-// fails at once can still fail over.
+// openBody reads a non-streaming answer before the commit point: whole
+// when it ends within maxHeldBody, so that a body that breaks half-way
+// still fails over and the answer's cost (its usage, at the end) is known
+// before the headers go out (x-gateway-cost-usd). A larger body commits
+// with its first maxHeldBody bytes and relays the rest as it comes.
 func (a *Attempt) openBody() error {
 	if a.rd.Whole() {
 		return a.openWhole()
 	}
 	a.buf = bodyBufs.Get().(*[]byte)
-	// A read may return (0, nil); the attempt has not committed until bytes
-	// or the end came, so it reads on, giving up as bufio does after
-	// maxEmptyReads reads without progress (a broken body: fail over).
-	for range maxEmptyReads {
-		n, err := a.resp.Body.Read(*a.buf)
-		switch {
-		case n > 0:
-			a.first = (*a.buf)[:n]
-			a.tail = keepTail(a.tail, a.first)
-			if err == io.EOF {
-				a.to(stDrained)
-			} else {
-				a.to(stCommitted)
+	buf, n, empty := *a.buf, 0, 0
+	for {
+		if n == len(buf) {
+			if n >= maxHeldBody {
+				break
 			}
-			return nil
+			grown := make([]byte, 2*n)
+			copy(grown, buf[:n])
+			buf = grown
+		}
+		m, err := a.resp.Body.Read(buf[n:])
+		n += m
+		switch {
 		case err == io.EOF:
-			a.first = (*a.buf)[:0]
+			a.first = buf[:n]
+			a.tail = keepTail(a.tail, a.first)
 			a.to(stDrained)
 			return nil
 		case err != nil:
 			return a.readError(err)
+		case m == 0:
+			// A read may return (0, nil); it gives up as bufio does
+			// after maxEmptyReads reads without progress (a broken
+			// body: fail over).
+			if empty++; empty >= maxEmptyReads {
+				return a.readError(io.ErrNoProgress)
+			}
+		default:
+			empty = 0
 		}
 	}
-	return a.readError(io.ErrNoProgress)
+	a.first = buf[:n]
+	a.tail = keepTail(a.tail, a.first)
+	a.to(stCommitted)
+	return nil
 }
+
+// maxHeldBody bounds the bytes of a non-streaming answer held before the
+// commit point (openBody).
+const maxHeldBody = 1 << 20
 
 // maxEmptyReads bounds the (0, nil) reads before a body's first bytes, as
 // bufio's maxConsecutiveEmptyReads does.

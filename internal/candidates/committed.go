@@ -26,6 +26,9 @@ type settler interface {
 	ended(a *Attempt, err error) *Outcome
 	// panicked settles a request whose relay panicked.
 	panicked()
+	// spentUSD is what the request's attempts settled so far cost; ok
+	// false when one's cost is unknown (cost.go).
+	spentUSD() (usd float64, ok bool)
 	// resume continues the attempt's stream, cut by err after its commit
 	// point, on the next candidate, or declines (resume.go).
 	resume(a *Attempt, err error) ([]byte, resumeResult)

@@ -58,6 +58,8 @@ type walk struct {
 	retry      []retryNote      // per candidate, for its retries (retry.go); nil until a failure is worth one
 	stitch     *upstream.Stitch // a resumable stream's watch (resume.go), reused across attempts; nil without resume, so a walk stays small
 	resumes    int              // continuations started so far
+	spent      spent            // what the attempts the providers billed cost (cost.go)
+	estimated  bool             // some attempt's usage is an estimate (a stream cut without its usage)
 }
 
 // Run walks the candidates in order until one commits or the request ends.
@@ -278,6 +280,7 @@ func (w *walk) end(a *Attempt, err error, committed bool) (done bool) {
 		if a.usageErr != nil {
 			errType, msg = report.ErrorTypeUpstreamProtocol, a.usageErr.Error()
 		}
+		w.costRow(i, a.usage, a.hasUsage, false)
 		w.settle(i, report.CandidateSuccess, a.resp.StatusCode, errType, msg)
 		usage, has := a.usage, a.hasUsage
 		if a.st != nil {
@@ -291,6 +294,9 @@ func (w *walk) end(a *Attempt, err error, committed bool) (done bool) {
 		ended = context.Cause(w.ctx)
 	}
 	w.probe, a.probe = a.probe, false // apply gives it back with the verdict
+	if committed {
+		w.costCut(a) // the provider billed what it sent before the cut
+	}
 	return w.apply(i, Classify(err, committed, ended), committed)
 }
 

@@ -28,13 +28,14 @@ func (o panicObserver) AdmissionWait(*Candidate, time.Duration, error) { o.maybe
 func (o panicObserver) CandidateDone(*Candidate, string, string, time.Duration) {
 	o.maybe("candidate_done")
 }
-func (o panicObserver) FirstByte(*Candidate, time.Duration)                    { o.maybe("first_byte") }
-func (o panicObserver) GlobalHeld(time.Duration)                               {}
-func (o panicObserver) WatchdogFired(*Candidate, string)                       {}
-func (o panicObserver) RequestDone(string, string, string, int, time.Duration) {}
-func (o panicObserver) Enqueued(time.Duration)                                 {}
-func (o panicObserver) RetryBudgetExhausted(*Candidate)                        {}
-func (o panicObserver) HedgeDone(*Candidate, string)                           {}
+func (o panicObserver) FirstByte(*Candidate, time.Duration)                      { o.maybe("first_byte") }
+func (o panicObserver) GlobalHeld(time.Duration)                                 {}
+func (o panicObserver) Billed(*Candidate, string, upstream.Usage, float64, bool) {}
+func (o panicObserver) WatchdogFired(*Candidate, string)                         {}
+func (o panicObserver) RequestDone(string, string, string, int, time.Duration)   {}
+func (o panicObserver) Enqueued(time.Duration)                                   {}
+func (o panicObserver) RetryBudgetExhausted(*Candidate)                          {}
+func (o panicObserver) HedgeDone(*Candidate, string)                             {}
 
 // ledger keeps the last record of each row. A hedge loser records its own
 // row from its goroutine, so the writes are locked; tests read the fields

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/internal/health"
+	"github.com/llmgw/gateway/internal/pricing"
 	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/secret"
 	"github.com/llmgw/gateway/internal/upstream"
@@ -82,6 +83,8 @@ type Candidate struct {
 	// Health is the (target, model)'s: providers fail and rate-limit per
 	// model, so each model of a key cools on its own.
 	Health *health.Entry
+	// Price is the provider's price of Model (cost.go); nil: unpriced.
+	Price *pricing.Price
 }
 
 // Provider returns the candidate's provider.
@@ -95,6 +98,7 @@ type entry struct {
 	ids      []string        // candidate ID per key index
 	health   []*health.Entry // the (target, model)'s health per key index
 	rotation atomic.Uint64   // which key goes first; advances per request
+	price    *pricing.Price  // nil: unpriced
 }
 
 type route struct {
@@ -107,6 +111,7 @@ type route struct {
 	deadline     time.Duration
 	hedge        Hedge
 	resume       int // continuations a cut stream may start (Request.Resume)
+	tokens       int // max_tokens_estimate (Policy.TokensEstimate)
 }
 
 // Planner turns a model name into ordered candidates. It is safe for
@@ -134,6 +139,9 @@ type PlannerOptions struct {
 	// Health tracks every target's health; nil gives the planner a
 	// tracker of its own on the process clock.
 	Health *health.Tracker
+	// Prices is the price table (GATEWAY_PRICES_FILE); nil is the one
+	// built in. Providers' prices in the routes file come first.
+	Prices *pricing.Table
 }
 
 // NewPlanner resolves validated routes into a Planner.
@@ -146,9 +154,14 @@ func NewPlanner(r *routes.Routes, opts PlannerOptions) (*Planner, error) {
 	if opts.Seed != nil {
 		p.rnd = rand.New(rand.NewPCG(*opts.Seed, *opts.Seed^0x9e3779b97f4a7c15))
 	}
+	if opts.Prices == nil {
+		opts.Prices = pricing.Default()
+	}
 	gen := generations.Add(1)
+	configs := map[string]*routes.ProviderConfig{}
 	for i := range r.Providers {
 		pc := &r.Providers[i]
+		configs[pc.Name] = pc
 		prov, err := resolveProvider(pc, opts)
 		if err != nil {
 			return nil, err
@@ -160,7 +173,7 @@ func NewPlanner(r *routes.Routes, opts PlannerOptions) (*Planner, error) {
 	for i := range r.Models {
 		mc := &r.Models[i]
 		rt := &route{name: mc.Name, leastLatency: mc.Strategy == routes.StrategyLeastLatency, deadline: time.Duration(mc.Deadline),
-			resume: mc.Resume.Attempts}
+			resume: mc.Resume.Attempts, tokens: mc.TokensEstimate()}
 		if h := mc.Hedge; h.Max > 0 {
 			after, quantile := h.Delay()
 			rt.hedge = Hedge{After: after, Quantile: quantile, Max: h.Max}
@@ -169,7 +182,7 @@ func NewPlanner(r *routes.Routes, opts PlannerOptions) (*Planner, error) {
 		var prios []int
 		for _, ec := range mc.Candidates {
 			prov := p.byName[ec.Provider]
-			e := &entry{provider: prov, model: ec.Model, weight: ec.Weight}
+			e := &entry{provider: prov, model: ec.Model, weight: ec.Weight, price: priceOf(configs[ec.Provider], ec.Model, opts.Prices)}
 			for _, t := range prov.Targets {
 				e.ids = append(e.ids, prov.Name+"/"+t.KeyID+"/"+ec.Model)
 				e.health = append(e.health, p.health.Add(prov.Name, t.ID, t.KeyID, ec.Model, prov.Health))
@@ -306,6 +319,9 @@ type Policy struct {
 	Deadline time.Duration // 0: none
 	Hedge    Hedge
 	Resume   int // continuations a cut stream may start; 0: off
+	// TokensEstimate is the output a request without max_tokens is
+	// expected to produce: its budget reservation (max_tokens_estimate).
+	TokensEstimate int
 }
 
 // Hedge is a route's hedging: start the next candidate too once the running
@@ -342,7 +358,7 @@ func (p *Planner) PlanRoute(model string, cr upstream.Route) (Policy, []Candidat
 	if rt.size[cr] == 0 {
 		return Policy{}, nil, ErrRouteNotServed
 	}
-	return Policy{Deadline: rt.deadline, Hedge: rt.hedge, Resume: rt.resume}, p.plan(rt, cr), nil
+	return Policy{Deadline: rt.deadline, Hedge: rt.hedge, Resume: rt.resume, TokensEstimate: rt.tokens}, p.plan(rt, cr), nil
 }
 
 func (p *Planner) plan(rt *route, cr upstream.Route) []Candidate {
@@ -364,6 +380,7 @@ func (p *Planner) plan(rt *route, cr upstream.Route) []Candidate {
 					Target: e.provider.Targets[ki],
 					Model:  e.model,
 					Health: e.health[ki],
+					Price:  e.price,
 				})
 			}
 		}

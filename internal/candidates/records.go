@@ -15,8 +15,8 @@ func (w *walk) recordPlanned() {
 	req := w.req
 	w.r.Record.RecordRequest(report.Request{
 		ID: req.ID, ClientRequestID: req.ClientRequestID, CreatedAt: req.Received,
-		Model: req.Model, Route: req.Route.String(), Stream: req.Stream, Client: req.Client, Priority: req.Priority.String(),
-		Status: report.RequestPending, CandidateCount: len(req.Candidates),
+		Model: req.Model, Route: req.Route.String(), Stream: req.Stream, Client: req.Client, Team: req.Team,
+		Priority: req.Priority.String(), Status: report.RequestPending, CandidateCount: len(req.Candidates),
 	})
 	w.rows = make([]report.Candidate, len(req.Candidates))
 	for i := range req.Candidates {
@@ -40,15 +40,19 @@ func (w *walk) finishRequest() {
 	}
 	rec := report.Request{
 		ID: w.req.ID, ClientRequestID: w.req.ClientRequestID, CreatedAt: w.req.Received,
-		Model: w.req.Model, Route: w.req.Route.String(), Stream: w.req.Stream, Client: w.req.Client, Priority: w.req.Priority.String(),
-		Status: out.Status, StatusCode: out.StatusCode, ErrorType: out.ErrorType,
+		Model: w.req.Model, Route: w.req.Route.String(), Stream: w.req.Stream, Client: w.req.Client, Team: w.req.Team,
+		Priority: w.req.Priority.String(), Status: out.Status, StatusCode: out.StatusCode, ErrorType: out.ErrorType,
 		Latency: now.Sub(w.req.Received), FirstByte: out.FirstByte, CandidateCount: len(w.req.Candidates),
 		FinishedAt: now,
 	}
 	if out.HasUsage {
 		rec.HasUsage = true
-		rec.PromptTokens, rec.CompletionTokens, rec.TotalTokens = out.Usage.PromptTokens, out.Usage.CompletionTokens, out.Usage.TotalTokens
+		u := &out.Usage
+		rec.PromptTokens, rec.CompletionTokens, rec.TotalTokens = u.PromptTokens, u.CompletionTokens, u.TotalTokens
+		rec.CachedTokens, rec.CacheWriteTokens, rec.ReasoningTokens = u.CachedTokens, u.CacheWriteTokens, u.ReasoningTokens
 	}
+	out.Cost, out.HasCost = w.spentUSD()
+	rec.HasCost, rec.CostUSD, rec.UsageEstimated = out.HasCost, out.Cost, w.estimated
 	w.r.Record.RecordRequest(rec)
 	if w.cancel != nil {
 		w.cancel()

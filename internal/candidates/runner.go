@@ -53,9 +53,13 @@ type Request struct {
 	Model           string
 	Stream          bool
 	Client          string
-	Priority        admission.Priority
-	Received        time.Time
-	Candidates      []Candidate
+	Team            string // the client's team, for records and budgets; "" for none
+	// CostInUsage puts the request's cost in the usage object the client
+	// receives (the relay does; docs/cost.md).
+	CostInUsage bool
+	Priority    admission.Priority
+	Received    time.Time
+	Candidates  []Candidate
 	// Route is the client API the request came in on (chat, messages,
 	// embeddings, responses), for records and metrics.
 	Route upstream.Route
@@ -120,7 +124,12 @@ type Outcome struct {
 	FirstByte time.Duration // receipt of the request to its first byte sent to the client
 	Usage     upstream.Usage
 	HasUsage  bool
-	Tried     int // attempts made (admission included), same-candidate retries too
+	// Cost is the request's cost in USD: every attempt its providers
+	// billed, from their usage and prices (docs/cost.md). HasCost is false
+	// when one of them is unpriced or its usage unknown.
+	Cost    float64
+	HasCost bool
+	Tried   int // attempts made (admission included), same-candidate retries too
 }
 
 // Observer receives the loop's measurements (implemented by the metrics
@@ -135,6 +144,9 @@ type Observer interface {
 	Enqueued(d time.Duration)                                           // time to hand the final request record to the recorder
 	RetryBudgetExhausted(c *Candidate)
 	HedgeDone(c *Candidate, result string) // a hedge attempt won, lost or failed
+	// Billed counts an attempt the provider billed: its usage and, when
+	// priced, its cost in USD; team is the client's ("" for none).
+	Billed(c *Candidate, team string, u upstream.Usage, usd float64, priced bool)
 }
 
 // Runner is the attempt loop.

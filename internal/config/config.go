@@ -103,6 +103,12 @@ type Config struct {
 	// RedisWake bounds how long a slot freed on one replica takes to reach
 	// a waiter on another.
 	RedisWake time.Duration `env:"GATEWAY_REDIS_WAKE" envDefault:"50ms"`
+	// PricesFile replaces the built-in price table (vendor -> model ->
+	// prices, docs/cost.md); empty keeps the built-in one.
+	PricesFile string `env:"GATEWAY_PRICES_FILE"`
+	// BudgetReservationTTL is how long a request's budget reservation
+	// outlives a replica that died holding it.
+	BudgetReservationTTL time.Duration `env:"GATEWAY_BUDGET_RESERVATION_TTL" envDefault:"10m"`
 	// ReplicaID names this process on request rows and in /admin/*;
 	// default: the host name.
 	ReplicaID string `env:"GATEWAY_REPLICA_ID"`
@@ -175,6 +181,7 @@ func (c *Config) validate() error {
 		{"GATEWAY_STREAM_WRITE_TIMEOUT", c.StreamWriteTimeout},
 		{"GATEWAY_HEDGE_MIN_DELAY", c.HedgeMinDelay},
 		{"GATEWAY_REDIS_WAKE", c.RedisWake},
+		{"GATEWAY_BUDGET_RESERVATION_TTL", c.BudgetReservationTTL},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {

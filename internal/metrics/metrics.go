@@ -75,6 +75,7 @@ type Metrics struct {
 	retryBudget     *prometheus.CounterVec
 	hedges          *prometheus.CounterVec
 	reloads         *prometheus.CounterVec
+	cost            costFamilies
 
 	stage [numStages]prometheus.Observer // cached per stage
 	// prov holds each provider's children, resolved in New and again by
@@ -161,6 +162,8 @@ func New(src Sources) *Metrics {
 		m.requests, m.requestDuration, m.attempts, m.firstByte, m.stages, m.admissionWait,
 		m.admTimeouts, m.watchdog, m.panics, m.healthMoves, m.retryBudget, m.hedges, m.reloads,
 	)
+	m.cost = newCostFamilies()
+	m.Registry.MustRegister(m.cost.collectors()...)
 	for _, r := range []string{ReloadSuccess, ReloadError} {
 		m.reloads.WithLabelValues(r)
 	}

@@ -27,6 +27,9 @@ type batchArgs struct {
 	cLatency, cFirstByte                           []int64
 	cStartedAt, cFinishedAt                        []*time.Time
 	cCreatedAt                                     []time.Time
+	cPrompt, cCompletion, cCached, cWrite, cReason []*int64
+	cEstimated                                     []bool
+	cCost                                          []*float64
 	rID                                            [][16]byte
 	rClientRequestID, rModel, rRoute, rClient      []string
 	rPriority, rReplica                            []string
@@ -37,6 +40,10 @@ type batchArgs struct {
 	rLatency, rFirstByte                           []int64
 	rPromptTokens, rCompletionTokens, rTotalTokens []*int64
 	rFinishedAt                                    []*time.Time
+	rTeam                                          []string
+	rCached, rWrite, rReason                       []*int64
+	rEstimated                                     []bool
+	rCost                                          []*float64
 
 	args []any
 }
@@ -61,9 +68,11 @@ func (a *batchArgs) fill(reqs []Request, reqNew []bool, cands []Candidate, candN
 		a.cRequestID, a.cIndex, a.cRetry, a.cProvider, a.cEndpoint, a.cKeyID, a.cModel,
 		a.cStatus, a.cSkipReason, a.cStatusCode, a.cErrorType, a.cErrorMessage,
 		a.cLatency, a.cFirstByte, a.cStartedAt, a.cFinishedAt, a.cCreatedAt, a.cResumedFrom,
+		a.cPrompt, a.cCompletion, a.cCached, a.cWrite, a.cReason, a.cEstimated, a.cCost,
 		a.rID, a.rClientRequestID, a.rCreatedAt, a.rModel, a.rRoute, a.rReplica, a.rStream, a.rClient, a.rPriority,
 		a.rStatus, a.rStatusCode, a.rErrorType, a.rLatency, a.rFirstByte,
-		a.rCandidateCount, a.rPromptTokens, a.rCompletionTokens, a.rTotalTokens, a.rFinishedAt)
+		a.rCandidateCount, a.rPromptTokens, a.rCompletionTokens, a.rTotalTokens, a.rFinishedAt,
+		a.rTeam, a.rCached, a.rWrite, a.rReason, a.rEstimated, a.rCost)
 	if allNew {
 		return insertBatchSQL, a.args
 	}
@@ -93,6 +102,23 @@ func (a *batchArgs) addCandidate(c *Candidate) {
 		from = int32(c.ResumedFrom)
 	}
 	a.cResumedFrom = append(a.cResumedFrom, from)
+	if c.HasUsage {
+		a.cPrompt, a.cCompletion = append(a.cPrompt, &c.PromptTokens), append(a.cCompletion, &c.CompletionTokens)
+		a.cCached, a.cWrite, a.cReason = append(a.cCached, &c.CachedTokens), append(a.cWrite, &c.CacheWriteTokens),
+			append(a.cReason, &c.ReasoningTokens)
+	} else {
+		a.cPrompt, a.cCompletion = append(a.cPrompt, nil), append(a.cCompletion, nil)
+		a.cCached, a.cWrite, a.cReason = append(a.cCached, nil), append(a.cWrite, nil), append(a.cReason, nil)
+	}
+	a.cEstimated = append(a.cEstimated, c.UsageEstimated)
+	a.cCost = append(a.cCost, costOrNil(c.HasCost, &c.CostUSD))
+}
+
+func costOrNil(has bool, usd *float64) *float64 {
+	if !has {
+		return nil
+	}
+	return usd
 }
 
 func (a *batchArgs) addRequest(r *Request) {
@@ -119,12 +145,18 @@ func (a *batchArgs) addRequest(r *Request) {
 		a.rPromptTokens = append(a.rPromptTokens, &r.PromptTokens)
 		a.rCompletionTokens = append(a.rCompletionTokens, &r.CompletionTokens)
 		a.rTotalTokens = append(a.rTotalTokens, &r.TotalTokens)
+		a.rCached, a.rWrite, a.rReason = append(a.rCached, &r.CachedTokens), append(a.rWrite, &r.CacheWriteTokens),
+			append(a.rReason, &r.ReasoningTokens)
 	} else {
 		a.rPromptTokens = append(a.rPromptTokens, nil)
 		a.rCompletionTokens = append(a.rCompletionTokens, nil)
 		a.rTotalTokens = append(a.rTotalTokens, nil)
+		a.rCached, a.rWrite, a.rReason = append(a.rCached, nil), append(a.rWrite, nil), append(a.rReason, nil)
 	}
 	a.rFinishedAt = append(a.rFinishedAt, timeOrNil(&r.FinishedAt))
+	a.rTeam = append(a.rTeam, r.Team)
+	a.rEstimated = append(a.rEstimated, r.UsageEstimated)
+	a.rCost = append(a.rCost, costOrNil(r.HasCost, &r.CostUSD))
 }
 
 // reset empties the arrays, dropping the references into the last batch's
@@ -134,7 +166,7 @@ func (a *batchArgs) reset() {
 	a.cIndex, a.cRetry, a.cStatusCode, a.cResumedFrom = a.cIndex[:0], a.cRetry[:0], a.cStatusCode[:0], a.cResumedFrom[:0]
 	for _, s := range []*[]string{&a.cProvider, &a.cEndpoint, &a.cKeyID, &a.cModel, &a.cStatus,
 		&a.cSkipReason, &a.cErrorType, &a.cErrorMessage, &a.rClientRequestID, &a.rModel, &a.rRoute, &a.rReplica,
-		&a.rClient, &a.rPriority, &a.rStatus, &a.rErrorType} {
+		&a.rClient, &a.rPriority, &a.rStatus, &a.rErrorType, &a.rTeam} {
 		clear(*s)
 		*s = (*s)[:0]
 	}
@@ -142,10 +174,16 @@ func (a *batchArgs) reset() {
 		clear(*p)
 		*p = (*p)[:0]
 	}
-	for _, p := range []*[]*int64{&a.rPromptTokens, &a.rCompletionTokens, &a.rTotalTokens} {
+	for _, p := range []*[]*int64{&a.rPromptTokens, &a.rCompletionTokens, &a.rTotalTokens, &a.rCached, &a.rWrite, &a.rReason,
+		&a.cPrompt, &a.cCompletion, &a.cCached, &a.cWrite, &a.cReason} {
 		clear(*p)
 		*p = (*p)[:0]
 	}
+	for _, p := range []*[]*float64{&a.cCost, &a.rCost} {
+		clear(*p)
+		*p = (*p)[:0]
+	}
+	a.cEstimated, a.rEstimated = a.cEstimated[:0], a.rEstimated[:0]
 	a.cLatency, a.cFirstByte = a.cLatency[:0], a.cFirstByte[:0]
 	a.cCreatedAt = a.cCreatedAt[:0]
 	a.rID, a.rCreatedAt, a.rStream = a.rID[:0], a.rCreatedAt[:0], a.rStream[:0]
@@ -179,6 +217,9 @@ var candidateParams = []param{
 	{"first_byte_ms", "int8", "millis"}, {"started_at", "timestamptz", ""},
 	{"finished_at", "timestamptz", ""}, {"created_at", "timestamptz", ""},
 	{"resumed_from", "int4", "nullNegative"},
+	{"prompt_tokens", "int8", ""}, {"completion_tokens", "int8", ""}, {"cached_tokens", "int8", ""},
+	{"cache_write_tokens", "int8", ""}, {"reasoning_tokens", "int8", ""}, {"usage_estimated", "bool", ""},
+	{"cost_usd", "float8", ""},
 }
 
 var requestParams = []param{
@@ -189,6 +230,8 @@ var requestParams = []param{
 	{"first_byte_ms", "int8", "millis"}, {"candidate_count", "int4", ""},
 	{"prompt_tokens", "int8", ""}, {"completion_tokens", "int8", ""},
 	{"total_tokens", "int8", ""}, {"finished_at", "timestamptz", ""},
+	{"team", "text", "nullText"}, {"cached_tokens", "int8", ""}, {"cache_write_tokens", "int8", ""},
+	{"reasoning_tokens", "int8", ""}, {"usage_estimated", "bool", ""}, {"cost_usd", "float8", ""},
 }
 
 // insertFromArrays renders INSERT INTO table ... SELECT ... FROM (SELECT

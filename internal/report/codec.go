@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,8 +16,10 @@ import (
 // reader tell a torn or corrupt tail from data, the length lets it skip one record
 // it cannot decode (written by a newer version) without losing the rest.
 const (
-	frameHeader    = 8
-	spoolVersion   = 1
+	frameHeader = 8
+	// spoolVersion 2 added cost and the usage details at the end of both
+	// kinds (appendCost); version 1 frames still decode, those zero.
+	spoolVersion   = 2
 	maxSpoolRecord = 64 << 10 // far above any sanitised record; larger means corruption
 )
 
@@ -63,7 +66,37 @@ func appendRequest(b []byte, r *Request) []byte {
 	// Last, so frames spooled by a version without routes (or replicas)
 	// still decode: each field added later goes after the ones before it.
 	b = appendString(b, r.Route)
-	return appendString(b, r.Replica)
+	b = appendString(b, r.Replica)
+	b = appendString(b, r.Team)
+	return appendCost(b, usageCost{r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, r.UsageEstimated, r.HasCost, r.CostUSD})
+}
+
+// usageCost is what version 2 frames add to both kinds of record.
+type usageCost struct {
+	cached, write, reasoning int64
+	estimated, hasCost       bool
+	usd                      float64
+}
+
+func appendCost(b []byte, u usageCost) []byte {
+	b = binary.AppendVarint(b, u.cached)
+	b = binary.AppendVarint(b, u.write)
+	b = binary.AppendVarint(b, u.reasoning)
+	b = appendBool(b, u.estimated)
+	b = appendBool(b, u.hasCost)
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(u.usd))
+}
+
+func (d *decoder) cost() (u usageCost) {
+	u.cached, u.write, u.reasoning = d.varint(), d.varint(), d.varint()
+	u.estimated, u.hasCost = d.bool(), d.bool()
+	if d.bad || len(d.b) < 8 {
+		d.bad = true
+		return usageCost{}
+	}
+	u.usd = math.Float64frombits(binary.LittleEndian.Uint64(d.b))
+	d.b = d.b[8:]
+	return u
 }
 
 func appendCandidate(b []byte, c *Candidate) []byte {
@@ -84,11 +117,13 @@ func appendCandidate(b []byte, c *Candidate) []byte {
 	b = appendTime(b, c.StartedAt)
 	b = appendTime(b, c.FinishedAt)
 	b = appendTime(b, c.CreatedAt)
-	// Last, so frames spooled before resumes existed still decode.
-	if c.Resumed {
-		b = binary.AppendVarint(b, int64(c.ResumedFrom))
-	}
-	return b
+	// Version 2: the resume flag is written, then the usage and cost.
+	b = appendBool(b, c.Resumed)
+	b = binary.AppendVarint(b, int64(c.ResumedFrom))
+	b = appendBool(b, c.HasUsage)
+	b = binary.AppendVarint(b, c.PromptTokens)
+	b = binary.AppendVarint(b, c.CompletionTokens)
+	return appendCost(b, usageCost{c.CachedTokens, c.CacheWriteTokens, c.ReasoningTokens, c.UsageEstimated, c.HasCost, c.CostUSD})
 }
 
 func appendString(b []byte, s string) []byte {
@@ -116,7 +151,8 @@ func appendTime(b []byte, t time.Time) []byte {
 // decodePayload parses a frame's payload (CRC already checked) into rec.
 func decodePayload(p []byte, rec *record) error {
 	d := decoder{b: p}
-	if d.byte() != spoolVersion {
+	version := d.byte()
+	if version != 1 && version != spoolVersion {
 		return errBadPayload
 	}
 	*rec = record{kind: recordKind(d.byte())}
@@ -147,6 +183,12 @@ func decodePayload(p []byte, rec *record) error {
 		if len(d.b) > 0 { // frames spooled before replicas existed end here
 			r.Replica = d.string()
 		}
+		if version >= 2 {
+			r.Team = d.string()
+			u := d.cost()
+			r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens = u.cached, u.write, u.reasoning
+			r.UsageEstimated, r.HasCost, r.CostUSD = u.estimated, u.hasCost, u.usd
+		}
 	case kindCandidate:
 		c := &rec.cand
 		d.uuid(&c.RequestID)
@@ -166,7 +208,14 @@ func decodePayload(p []byte, rec *record) error {
 		c.StartedAt = d.time()
 		c.FinishedAt = d.time()
 		c.CreatedAt = d.time()
-		if len(d.b) > 0 { // a resuming attempt's, or spooled before resumes existed
+		switch {
+		case version >= 2:
+			c.Resumed, c.ResumedFrom = d.bool(), int(d.varint())
+			c.HasUsage, c.PromptTokens, c.CompletionTokens = d.bool(), d.varint(), d.varint()
+			u := d.cost()
+			c.CachedTokens, c.CacheWriteTokens, c.ReasoningTokens = u.cached, u.write, u.reasoning
+			c.UsageEstimated, c.HasCost, c.CostUSD = u.estimated, u.hasCost, u.usd
+		case len(d.b) > 0: // a version 1 resuming attempt's
 			c.Resumed, c.ResumedFrom = true, int(d.varint())
 		}
 	default:

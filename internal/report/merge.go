@@ -106,6 +106,14 @@ func mergeCandidate(stored, in *Candidate) {
 	if !in.Resumed {
 		m.Resumed, m.ResumedFrom = stored.Resumed, stored.ResumedFrom
 	}
+	if !in.HasUsage && stored.HasUsage {
+		m.HasUsage, m.PromptTokens, m.CompletionTokens = true, stored.PromptTokens, stored.CompletionTokens
+		m.CachedTokens, m.CacheWriteTokens, m.ReasoningTokens = stored.CachedTokens, stored.CacheWriteTokens, stored.ReasoningTokens
+	}
+	if !in.HasCost && stored.HasCost {
+		m.HasCost, m.CostUSD = true, stored.CostUSD
+	}
+	m.UsageEstimated = in.UsageEstimated || stored.UsageEstimated
 	*stored = m
 }
 
@@ -130,7 +138,13 @@ func mergeRequest(stored, in *Request) {
 	if !in.HasUsage && stored.HasUsage {
 		m.HasUsage = true
 		m.PromptTokens, m.CompletionTokens, m.TotalTokens = stored.PromptTokens, stored.CompletionTokens, stored.TotalTokens
+		m.CachedTokens, m.CacheWriteTokens, m.ReasoningTokens = stored.CachedTokens, stored.CacheWriteTokens, stored.ReasoningTokens
 	}
+	if !in.HasCost && stored.HasCost {
+		m.HasCost, m.CostUSD = true, stored.CostUSD
+	}
+	m.Team = coalesceString(in.Team, stored.Team)
+	m.UsageEstimated = in.UsageEstimated || stored.UsageEstimated
 	m.FinishedAt = coalesceTime(in.FinishedAt, stored.FinishedAt)
 	m.CreatedAt = stored.CreatedAt
 	*stored = m

@@ -44,7 +44,8 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		return "SELECT count(*) FROM information_schema.columns WHERE table_name = 'request_candidates' AND column_name = '" + name + "'"
 	}
 	for _, q := range []string{column("route"), column("replica"), index("requests_created_at_id_idx"), index("request_candidates_attempted_idx"),
-		candColumn("resumed_from")} {
+		candColumn("resumed_from"), column("cost_usd"), column("team"), candColumn("cost_usd"), index("requests_client_spend_idx"),
+		index("requests_team_spend_idx")} {
 		if n := queryInt(t, dsn, q); n != 1 {
 			t.Fatalf("after up: %s = %d, want 1", q, n)
 		}
@@ -53,11 +54,13 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		t.Errorf("after up: requests_created_at_idx still there (00004 replaces it)")
 	}
 
-	// down steps back one migration at a time: resumed_from, the console indexes (and the
+	// down steps back one migration at a time: the cost columns, resumed_from, the console indexes (and the
 	// plain created_at index is back), the replica column, the route column...
 	for _, step := range []struct {
 		gone, kept []string
 	}{
+		{gone: []string{column("cost_usd"), column("team"), candColumn("cost_usd"), candColumn("usage_estimated"),
+			index("requests_client_spend_idx"), index("requests_team_spend_idx")}, kept: []string{candColumn("resumed_from")}},
 		{gone: []string{candColumn("resumed_from")}, kept: []string{index("requests_created_at_id_idx")}},
 		{gone: []string{index("requests_created_at_id_idx"), index("requests_status_created_at_idx"),
 			index("requests_model_created_at_idx"), index("requests_client_created_at_idx"),

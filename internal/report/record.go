@@ -23,6 +23,7 @@ type Request struct {
 	Replica        string
 	Stream         bool
 	Client         string        // "" -> NULL
+	Team           string        // "" -> NULL; the client's team
 	Priority       string        // "" -> NULL
 	Status         string        // one of the Request* constants
 	StatusCode     int           // 0 -> NULL
@@ -37,6 +38,15 @@ type Request struct {
 	PromptTokens     int64
 	CompletionTokens int64
 	TotalTokens      int64
+	CachedTokens     int64 // cache reads, inside PromptTokens
+	CacheWriteTokens int64 // cache writes, inside PromptTokens
+	ReasoningTokens  int64 // inside CompletionTokens
+	// Cost is stored only when HasCost is set (NULL: unknown); the sum of
+	// the request's candidates' (docs/cost.md). UsageEstimated: some of
+	// it is an estimate (a stream cut before its usage).
+	HasCost        bool
+	CostUSD        float64
+	UsageEstimated bool
 
 	FinishedAt time.Time // zero -> NULL
 }
@@ -67,6 +77,18 @@ type Candidate struct {
 	// (its candidate_index), cut after its commit point; false -> NULL.
 	Resumed     bool
 	ResumedFrom int
+
+	// The attempt's usage, stored only when HasUsage is set, and its
+	// cost, only when HasCost is (docs/cost.md).
+	HasUsage         bool
+	PromptTokens     int64
+	CompletionTokens int64
+	CachedTokens     int64
+	CacheWriteTokens int64
+	ReasoningTokens  int64
+	UsageEstimated   bool
+	HasCost          bool
+	CostUSD          float64
 }
 
 // Request statuses (requests.status).

@@ -105,6 +105,9 @@ func TestCodecOldFrames(t *testing.T) {
 			r.Route = tc.route
 			rec := record{kind: kindRequest, req: r}
 			payload := appendFrame(nil, &rec)[frameHeader:]
+			// A version 1 frame: without version 2's team and cost.
+			payload = payload[:len(payload)-v2RequestTail(&r)]
+			payload[0] = 1
 			payload = payload[:len(payload)-tc.cut]
 			var got record
 			if err := decodePayload(payload, &got); err != nil {
@@ -122,4 +125,10 @@ func TestCodecOldFrames(t *testing.T) {
 	if err := decodePayload(appendFrame(nil, &rec)[frameHeader:], &got); err != nil || got.req.Replica != "gw-7" {
 		t.Errorf("round trip: replica %q, err %v; want gw-7", got.req.Replica, err)
 	}
+}
+
+// v2RequestTail is how many bytes version 2 adds at the end of r's frame.
+func v2RequestTail(r *Request) int {
+	return len(appendCost(appendString(nil, r.Team), usageCost{r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens,
+		r.UsageEstimated, r.HasCost, r.CostUSD}))
 }

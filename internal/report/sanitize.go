@@ -252,7 +252,21 @@ func sanitizeCandidate(c *Candidate, now time.Time, red *secret.Redactor) (rejec
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = now
 	}
+	c.HasCost, c.CostUSD = cleanCost(c.HasCost, c.CostUSD)
 	return ""
+}
+
+// maxCostUSD bounds a stored cost: no single request costs a billion
+// dollars; a larger figure is a bug or a hostile usage, stored as unknown.
+const maxCostUSD = 1e9
+
+// cleanCost keeps a cost only when it is a finite amount from 0 to
+// maxCostUSD; anything else is stored as unknown (NULL).
+func cleanCost(has bool, usd float64) (bool, float64) {
+	if !has || math.IsNaN(usd) || usd < 0 || usd > maxCostUSD {
+		return false, 0
+	}
+	return true, usd
 }
 
 // sanitizeRequest is sanitizeCandidate for requests.
@@ -267,6 +281,7 @@ func sanitizeRequest(r *Request, now time.Time, red *secret.Redactor) (reject st
 	r.Model = cleanField(r.Model, red)
 	r.Replica = cleanField(r.Replica, red)
 	r.Client = cleanField(r.Client, red)
+	r.Team = cleanField(r.Team, red)
 	r.Priority = cleanField(r.Priority, red)
 	r.ErrorType = cleanField(r.ErrorType, red)
 	if !fitsInt32(r.StatusCode) || r.StatusCode < 0 {
@@ -280,6 +295,7 @@ func sanitizeRequest(r *Request, now time.Time, red *secret.Redactor) (reject st
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = now
 	}
+	r.HasCost, r.CostUSD = cleanCost(r.HasCost, r.CostUSD)
 	return ""
 }
 

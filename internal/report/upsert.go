@@ -58,7 +58,14 @@ ON CONFLICT (request_id, candidate_index, retry_index) DO UPDATE SET
     first_byte_ms = COALESCE(EXCLUDED.first_byte_ms, t.first_byte_ms),
     started_at    = LEAST(EXCLUDED.started_at, t.started_at),
     finished_at   = COALESCE(EXCLUDED.finished_at, t.finished_at),
-    resumed_from  = COALESCE(EXCLUDED.resumed_from, t.resumed_from)
+    resumed_from  = COALESCE(EXCLUDED.resumed_from, t.resumed_from),
+    prompt_tokens      = COALESCE(EXCLUDED.prompt_tokens, t.prompt_tokens),
+    completion_tokens  = COALESCE(EXCLUDED.completion_tokens, t.completion_tokens),
+    cached_tokens      = COALESCE(EXCLUDED.cached_tokens, t.cached_tokens),
+    cache_write_tokens = COALESCE(EXCLUDED.cache_write_tokens, t.cache_write_tokens),
+    reasoning_tokens   = COALESCE(EXCLUDED.reasoning_tokens, t.reasoning_tokens),
+    usage_estimated    = EXCLUDED.usage_estimated OR t.usage_estimated,
+    cost_usd           = COALESCE(EXCLUDED.cost_usd, t.cost_usd)
 WHERE ` + rankCase("EXCLUDED.status", candidateRank) + ` > ` + rankCase("t.status", candidateRank)
 
 var requestConflictSQL = `
@@ -79,7 +86,13 @@ ON CONFLICT (id) DO UPDATE SET
     prompt_tokens     = COALESCE(EXCLUDED.prompt_tokens, t.prompt_tokens),
     completion_tokens = COALESCE(EXCLUDED.completion_tokens, t.completion_tokens),
     total_tokens      = COALESCE(EXCLUDED.total_tokens, t.total_tokens),
-    finished_at       = COALESCE(EXCLUDED.finished_at, t.finished_at)
+    finished_at       = COALESCE(EXCLUDED.finished_at, t.finished_at),
+    team              = COALESCE(EXCLUDED.team, t.team),
+    cached_tokens     = COALESCE(EXCLUDED.cached_tokens, t.cached_tokens),
+    cache_write_tokens = COALESCE(EXCLUDED.cache_write_tokens, t.cache_write_tokens),
+    reasoning_tokens  = COALESCE(EXCLUDED.reasoning_tokens, t.reasoning_tokens),
+    usage_estimated   = EXCLUDED.usage_estimated OR t.usage_estimated,
+    cost_usd          = COALESCE(EXCLUDED.cost_usd, t.cost_usd)
 WHERE ` + rankCase("EXCLUDED.status", requestRank) + ` > ` + rankCase("t.status", requestRank)
 
 // upsert writes prepared records in one statement bounded by WriteTimeout.

@@ -1,6 +1,7 @@
 // Package routes owns the routes file (DESIGN section 3): the part of the
 // configuration that changes with the deployment, its providers, model
-// routes and client keys.
+// routes and client keys, and the prices, teams and budgets of DESIGN 11.1
+// (cost.go; computing costs and enforcing budgets belong elsewhere).
 //
 // It holds the file's Go model (Routes and its ProviderConfig, ModelConfig,
 // ClientConfig, ... blocks, Duration), reading it with a size cap (ReadFile,

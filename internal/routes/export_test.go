@@ -12,4 +12,5 @@ const (
 	MinRedactedKey = minRedactedKey
 	ValidRoutes    = validRoutes
 	ErrorsBase     = errorsBase
+	CostRoutes     = costRoutes
 )

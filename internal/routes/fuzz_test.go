@@ -32,6 +32,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("base: &b {format: openai, max_concurrency: 2, api_keys: [\"${K1}\"]}\nproviders:\n  - {<<: *b, name: a, base_url: \"http://${K1}/\"}\n"))
 	f.Add([]byte("providers:\n  - &p {name: a, <<: *p}\n"))
 	f.Add([]byte("providers:\n  - name: a\n    api_key: x\n    max_concurrency: \"8\"\n    timeouts: {connect: 1.5}\n"))
+	f.Add([]byte(routes.CostRoutes))
+	f.Add([]byte("providers:\n  - name: a\n    base_url: http://h/\n    api_keys: [k]\n    max_concurrency: 1\n    prices: {m: {input: .nan, output: \"1\"}, \"\": {input: 1e400}}\nmodels: [{name: m, max_tokens_estimate: 0, candidates: [{provider: a}]}]\nteams: [{name: t, budget: {usd: -0, per: weak}}]\nclients: [{name: c, key_sha256: x, team: u, budget: 5}]\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := routes.Parse(b, routes.Env(fuzzEnv))
 		if err != nil {

@@ -16,6 +16,8 @@ type Routes struct {
 	Providers []ProviderConfig `yaml:"providers"`
 	Models    []ModelConfig    `yaml:"models"`
 	Clients   []ClientConfig   `yaml:"clients"`
+	// Teams group clients under a shared budget (cost.go).
+	Teams []TeamConfig `yaml:"teams"`
 }
 
 // ProviderConfig is one upstream account: an endpoint and its keys.
@@ -58,6 +60,10 @@ type ProviderConfig struct {
 	// a route with resume may be continued here. Anthropic providers take
 	// a prefill natively and need no flag.
 	Prefill bool `yaml:"prefill"`
+	// Prices override the default price table per upstream model (the
+	// candidates' model, not the route's name). A price for a model no
+	// route sends here is kept: routes may be added later.
+	Prices map[string]PriceConfig `yaml:"prices"`
 }
 
 // Auth styles of the routes file.
@@ -177,8 +183,12 @@ type ModelConfig struct {
 	// its commit point on the next candidate that takes a prefill, in the
 	// same client stream (docs/architecture.md, "Resuming a cut stream").
 	// Off by default.
-	Resume     ResumeConfig  `yaml:"resume"`
-	Candidates []EntryConfig `yaml:"candidates"`
+	Resume ResumeConfig `yaml:"resume"`
+	// MaxTokensEstimate is the output tokens reserved against a budget
+	// for a request that sets no max_tokens (TokensEstimate): 1..1e7,
+	// absent for DefaultMaxTokensEstimate.
+	MaxTokensEstimate int           `yaml:"max_tokens_estimate"`
+	Candidates        []EntryConfig `yaml:"candidates"`
 }
 
 // ResumeConfig is a model route's resume of cut streams.
@@ -232,6 +242,12 @@ type ClientConfig struct {
 	MaxConcurrency    int `yaml:"max_concurrency"`
 	RequestsPerMinute int `yaml:"requests_per_minute"`
 	TokensPerMinute   int `yaml:"tokens_per_minute"`
+	// Team names one of teams; its budget then applies too. "" for none.
+	Team string `yaml:"team"`
+	// Budget is the client's own spending limit; nil for none.
+	Budget *BudgetConfig `yaml:"budget"`
+	// CostInUsage adds "cost" (USD) to the usage object the client gets.
+	CostInUsage bool `yaml:"cost_in_usage"`
 }
 
 // Duration is a time.Duration written in Go syntax in YAML.

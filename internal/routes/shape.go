@@ -123,6 +123,22 @@ func (c *shapeChecker) check(n *yaml.Node, t reflect.Type, path string) error {
 			return shapeErr(path, n, fmt.Sprintf(": %s is not a whole number%s", quoteShort(n.Value), hint))
 		}
 		return nil
+	case reflect.Float64:
+		// A price or a budget: 3 and 2.5 are both numbers; .nan and .inf
+		// pass here and are refused by the validator, which names the range.
+		if n.Kind != yaml.ScalarNode {
+			return wrongKind(path, n, t)
+		}
+		var f float64
+		if tag := n.ShortTag(); (tag != "!!int" && tag != "!!float") || n.Decode(&f) != nil {
+			hint := ""
+			if _, err := strconv.ParseFloat(strings.TrimSpace(n.Value), 64); err == nil &&
+				n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+				hint = " (write it without quotes)"
+			}
+			return shapeErr(path, n, fmt.Sprintf(": %s is not a number%s", quoteShort(n.Value), hint))
+		}
+		return nil
 	case reflect.Pointer: // an optional value (stream_usage): checked as itself
 		return c.check(n, t.Elem(), path)
 	case reflect.Bool:
@@ -268,6 +284,8 @@ func kindName(t reflect.Type) string {
 		return "a list (- item lines or [ ... ])"
 	case reflect.Int:
 		return "a whole number"
+	case reflect.Float64:
+		return "a number"
 	}
 	return t.String()
 }

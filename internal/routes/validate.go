@@ -93,6 +93,9 @@ func (v *validator) validate(r *Routes) error {
 		if _, written := v.lines[path+".deadline"]; written && m.Deadline <= 0 {
 			return v.fail(path+".deadline", " must be a positive duration, got %s", time.Duration(m.Deadline))
 		}
+		if err := v.maxTokensEstimate(m, path+".max_tokens_estimate"); err != nil {
+			return err
+		}
 		if len(m.Candidates) == 0 {
 			return v.fail(path+".candidates", " must list at least one entry")
 		}
@@ -122,6 +125,10 @@ func (v *validator) validate(r *Routes) error {
 				return v.fail(ep+".weight", " must be at least 1, got %d", e.Weight)
 			}
 		}
+	}
+	teams, err := v.teams(r)
+	if err != nil {
+		return err
 	}
 	clients := map[string]int{}
 	hashes := map[string]int{}
@@ -157,6 +164,9 @@ func (v *validator) validate(r *Routes) error {
 			if _, written := v.lines[path+"."+lim.field]; written && lim.v <= 0 {
 				return v.fail(path+"."+lim.field, " must be a positive whole number, got %d (leave it out for no limit)", lim.v)
 			}
+		}
+		if err := v.clientCost(c, path, teams); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -246,6 +256,9 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		p.StreamCommit.Events = 1
 	}
 	if err := v.retry(&p.Retry, path+".retry"); err != nil {
+		return err
+	}
+	if err := v.prices(p, path); err != nil {
 		return err
 	}
 	return v.health(&p.Health, path+".health")

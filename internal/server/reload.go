@@ -20,6 +20,7 @@ import (
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
 	"github.com/llmgw/gateway/internal/metrics"
+	"github.com/llmgw/gateway/internal/pricing"
 	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/upstream"
 )
@@ -42,6 +43,9 @@ type RoutesFile struct {
 	// Planner is built on a health tracker of its own: it shows what the
 	// file plans (check-config) and is never served.
 	Planner *candidates.Planner
+	// Options are the planner settings the file was checked with, the
+	// price table (GATEWAY_PRICES_FILE) read once with it.
+	Options candidates.PlannerOptions
 }
 
 // LoadRoutesFile reads and validates cfg.RoutesFile exactly as a reload
@@ -63,17 +67,39 @@ func CheckRoutes(cfg config.Config, path string, b []byte) (*RoutesFile, error) 
 	if err != nil {
 		return nil, fmt.Errorf("routes file %s: %w", path, err)
 	}
-	planner, err := candidates.NewPlanner(routes, PlannerOptions(cfg))
+	opts, err := PlannerOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	planner, err := candidates.NewPlanner(routes, opts)
 	if err != nil {
 		return nil, fmt.Errorf("routes file %s: %w", path, err)
 	}
-	return &RoutesFile{Path: path, Digest: digestOf(b), Routes: routes, Planner: planner}, nil
+	return &RoutesFile{Path: path, Digest: digestOf(b), Routes: routes, Planner: planner, Options: opts}, nil
 }
 
-// PlannerOptions are the planner settings that come from the environment;
-// the gateway adds its health tracker.
-func PlannerOptions(cfg config.Config) candidates.PlannerOptions {
-	return candidates.PlannerOptions{DefaultFirstByte: cfg.FirstByteTimeout, DefaultQueueBudget: cfg.QueueBudget}
+// PlannerOptions are the planner settings that come from the environment,
+// the price table of GATEWAY_PRICES_FILE included (read each time: a
+// reload reads it again); the gateway adds its health tracker.
+func PlannerOptions(cfg config.Config) (candidates.PlannerOptions, error) {
+	opts := candidates.PlannerOptions{DefaultFirstByte: cfg.FirstByteTimeout, DefaultQueueBudget: cfg.QueueBudget}
+	if cfg.PricesFile != "" {
+		t, err := pricing.Load(cfg.PricesFile)
+		if err != nil {
+			return opts, fmt.Errorf("GATEWAY_PRICES_FILE %s: %w", cfg.PricesFile, err)
+		}
+		opts.Prices = t
+	}
+	return opts, nil
+}
+
+// logUnpriced names the routed models without a price: they run, their
+// cost unknown (docs/cost.md).
+func logUnpriced(log *slog.Logger, p *candidates.Planner) {
+	if u := p.Unpriced(); len(u) > 0 {
+		log.Warn("models without a price: their cost is unknown (add prices: to the provider or GATEWAY_PRICES_FILE)",
+			"models", u)
+	}
 }
 
 func digestOf(b []byte) string {
@@ -215,11 +241,16 @@ func (g *Gateway) Reload(trigger string) error {
 	if err != nil {
 		return g.reloadFailed(trigger, digest, err)
 	}
-	opts := PlannerOptions(g.Config)
+	opts := rf.Options
 	opts.Health = g.Health
 	planner, err := candidates.NewPlanner(rf.Routes, opts)
 	if err != nil { // CheckRoutes built the same planner; kept for safety
 		return g.reloadFailed(trigger, digest, fmt.Errorf("routes file %s: %w", path, err))
+	}
+	if err := g.Budgets.SetLimits(context.WithoutCancel(context.Background()), budgetLimits(rf.Routes)); err != nil {
+		// The new limits hold; a window whose spend could not be read
+		// is rebuilt by the first request that needs it.
+		g.Log.Warn("budgets: spend not rebuilt yet after the reload", "err", err)
 	}
 	old := g.API.Routing()
 	// Before the swap: an error of the first request sent with a new key
@@ -264,6 +295,7 @@ func (g *Gateway) Reload(trigger string) error {
 	if len(rf.Routes.Clients) == 0 {
 		g.Log.Warn("no clients in the routes file: the API is open to anyone who can reach it")
 	}
+	logUnpriced(g.Log, planner)
 	return nil
 }
 

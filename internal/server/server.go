@@ -14,8 +14,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/api"
+	"github.com/llmgw/gateway/internal/budget"
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/config"
 	"github.com/llmgw/gateway/internal/health"
@@ -40,6 +43,9 @@ type Gateway struct {
 	Metrics   *metrics.Metrics
 	Health    *health.Tracker
 	Quota     *quota.Store // shared limits in Redis; nil without GATEWAY_REDIS_URL
+	// Budgets are the routes file's client and team budgets (budget.go).
+	Budgets     *budget.Budgets
+	budgetRedis *redis.Client // the budgets' own connections; nil without Redis
 	// Log is the logger New was given, behind a secret.LogHandler: no
 	// line of the gateway's holds a secret it knows.
 	Log *slog.Logger
@@ -77,13 +83,17 @@ func New(ctx context.Context, cfg config.Config, routes *routes.Routes, log *slo
 	g.Log = log
 	g.reload.file, g.reload.loadedAt = cfg.RoutesFile, time.Now()
 	g.Health = health.NewTracker(health.SystemClock{}, g.healthChanged)
-	opts := PlannerOptions(cfg) // as a reload builds it
+	opts, err := PlannerOptions(cfg) // as a reload builds it
+	if err != nil {
+		return nil, err
+	}
 	opts.Health = g.Health
 	planner, err := candidates.NewPlanner(routes, opts)
 	if err != nil {
 		return nil, err
 	}
 	g.Planner = planner
+	logUnpriced(log, planner)
 	g.attachClients(planner) // each provider sends through its own client
 	rates, err := g.openQuota()
 	if err != nil {
@@ -119,6 +129,10 @@ func New(ctx context.Context, cfg config.Config, routes *routes.Routes, log *slo
 	}
 	g.Metrics = metrics.New(src)
 	g.startQuota()
+	if err := g.openBudgets(ctx, routes); err != nil {
+		return nil, err
+	}
+	g.Metrics.SetBudgets(g.Budgets)
 	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics,
 		HoldMode:      cfg.HoldMode,
 		Budget:        candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond),
@@ -131,6 +145,7 @@ func New(ctx context.Context, cfg config.Config, routes *routes.Routes, log *slo
 		ReadBodyTimeout: cfg.ReadBodyTimeout,
 		AdminToken:      cfg.AdminToken, Redactor: g.Redactor, PProf: bool(cfg.PProf), Logger: log,
 		Metrics: g.Metrics.Handler(), Observe: g.Metrics, AccessLog: bool(cfg.AccessLog),
+		Budgets: g.Budgets,
 	})
 	return g, nil
 }
@@ -250,6 +265,8 @@ func (g *Gateway) Close(ctx context.Context) {
 		// last call gives back whatever Redis still holds for this replica.
 		g.Quota.Close()
 	}
+	// Before the recorder: the last settles' costs are on record.
+	g.closeBudgets()
 	if g.Reports != nil {
 		if err := g.Reports.Close(ctx); err != nil {
 			g.Log.Warn("report writer close", "err", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/llmgw/gateway/internal/jsontext"
@@ -45,6 +46,9 @@ type ChatRequest struct {
 	// for the usage chunk.
 	incStart, incEnd int
 	IncludeUsage     bool
+	// MaxTokens is the largest of the client's max_tokens,
+	// max_completion_tokens and max_output_tokens; 0 when it set none.
+	MaxTokens int64
 	// objEnd is the index of the body object's closing brace, where a
 	// member the gateway adds goes (usageBody).
 	objEnd int
@@ -201,6 +205,12 @@ func (p *requestParse) member(rawKey, body []byte, valStart, valEnd int) *Reques
 		case "false", "null":
 		default:
 			return &RequestError{Param: "stream", Message: "'stream' must be a boolean"}
+		}
+	case memMaxTokens, memMaxCompletionTokens, memMaxOutputTokens:
+		// Read for the budget's reservation (docs/cost.md); a value that
+		// is not a whole number is the provider's to refuse.
+		if n, err := strconv.ParseInt(string(val), 10, 64); err == nil && n > req.MaxTokens {
+			req.MaxTokens = n
 		}
 	}
 	return nil

@@ -151,18 +151,18 @@ func TestPassReaders(t *testing.T) {
 		{"chat", RouteChat, FormatOpenAI, []string{
 			"data: {\"choices\":[]}\n\n",
 			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\n\n",
-			"data: [DONE]\n\n"}, -1, true, Usage{3, 4, 7}},
+			"data: [DONE]\n\n"}, -1, true, Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}},
 		{"chat error", RouteChat, FormatOpenAI, []string{"data: {\"error\":{\"message\":\"x\"}}\n\n"}, 0, false, Usage{}},
 		{"messages", RouteMessages, FormatAnthropic, []string{
 			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":2,\"output_tokens\":1}}}\n\n",
 			"event: ping\ndata: {\"type\":\"ping\"}\n\n",
 			"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":5}}\n\n",
-			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"}, -1, true, Usage{12, 5, 17}},
+			"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"}, -1, true, Usage{PromptTokens: 12, CompletionTokens: 5, TotalTokens: 17, CachedTokens: 2}},
 		{"messages overloaded", RouteMessages, FormatAnthropic, []string{
 			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"}, 0, false, Usage{}},
 		{"responses", RouteResponses, FormatOpenAI, []string{
 			"event: response.created\ndata: {\"type\":\"response.created\"}\n\n",
-			"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":6,\"output_tokens\":2,\"total_tokens\":8}}}\n\n"}, -1, true, Usage{6, 2, 8}},
+			"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":6,\"output_tokens\":2,\"total_tokens\":8}}}\n\n"}, -1, true, Usage{PromptTokens: 6, CompletionTokens: 2, TotalTokens: 8}},
 		{"responses failed", RouteResponses, FormatOpenAI, []string{"event: response.failed\ndata: {\"type\":\"response.failed\"}\n\n"}, 0, true, Usage{}},
 	}
 	for _, tt := range tests {
@@ -204,7 +204,7 @@ func TestPassReaders(t *testing.T) {
 	}
 	var pass PassReader
 	rd := (&ChatRequest{Route: RouteResponses}).Reader(testEndpoint(t, FormatOpenAI, Auth{}), &pass)
-	if u, ok := rd.TailUsage([]byte(`..."output":[],"usage":{"input_tokens":4,"output_tokens":3,"total_tokens":7}}`)); !ok || u != (Usage{4, 3, 7}) {
+	if u, ok := rd.TailUsage([]byte(`..."output":[],"usage":{"input_tokens":4,"output_tokens":3,"total_tokens":7}}`)); !ok || u != (Usage{PromptTokens: 4, CompletionTokens: 3, TotalTokens: 7}) {
 		t.Fatalf("responses body usage %+v %v", u, ok)
 	}
 }

@@ -436,11 +436,21 @@ func FuzzEventReaderBuffered(f *testing.F) {
 }
 
 // FuzzDecodeUsage: on any bytes at all, decodeUsage returns what
-// json.Unmarshal into a Usage returns.
+// encoding/json reads (unmarshalUsage), the details' cached and reasoning
+// counts included.
 func FuzzDecodeUsage(f *testing.F) {
 	for _, s := range []string{
 		`{"prompt_tokens":12,"completion_tokens":900,"total_tokens":912}`,
 		`{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"accepted_prediction_tokens":0}}`,
+		`{"prompt_tokens":1000,"completion_tokens":200,"prompt_tokens_details":{"cached_tokens":400},"completion_tokens_details":{"reasoning_tokens":50}}`,
+		`{"prompt_tokens_details":{"cached_tokens":4},"prompt_tokens_details":{"audio_tokens":1}}`,
+		`{"prompt_tokens_details":{"cached_tokens":4,"cached_tokens":5}}`,
+		`{"prompt_tokens_details":{"Cached_Tokens":4}}`,
+		`{"Prompt_Tokens_Details":{"cached_tokens":4}}`,
+		`{"prompt_tokens_details":null,"completion_tokens_details":"x"}`,
+		`{"prompt_tokens_details":{"cached_tokens":"4"}}`,
+		`{"prompt_tokens_details":{"cached_tokens":1e3}}`,
+		`{"prompt_tokens_details":[1]}`,
 		`{"prompt_tokens":1,"cost":0.00012,"is_byok":false,"cost_details":{"upstream_inference_cost":null},"total_tokens":2}`,
 		`{"total_tokens":5,"total_tokens":null}`,
 		`{"total_tokens":5,"Total_Tokens":7}`,
@@ -463,11 +473,7 @@ func FuzzDecodeUsage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		b = b[:len(b):len(b)]
 		u, ok := decodeUsage(b)
-		var want Usage
-		wantOK := json.Unmarshal(b, &want) == nil
-		if !wantOK {
-			want = Usage{}
-		}
+		want, wantOK := unmarshalUsage(b)
 		if ok != wantOK || u != want {
 			t.Fatalf("decodeUsage(%q) = %+v %v, encoding/json: %+v %v", b, u, ok, want, wantOK)
 		}

@@ -161,7 +161,10 @@ func CopyResponseHeaders(dst, src http.Header) {
 	}
 	fields, size := 0, 0
 	for k, vv := range src {
-		if isHop(k) || upstreamOnly[k] || conn[k] {
+		if isHop(k) || upstreamOnly[k] || conn[k] || strings.HasPrefix(k, "X-Gateway-") {
+			// The gateway's own headers (its cost, its budget) are
+			// never the provider's to set: a provider sending
+			// X-Gateway-Cost-Usd: 0 must not reach the client as ours.
 			continue
 		}
 		if _, ours := dst[k]; ours && strings.HasPrefix(k, "X-Ratelimit-") {

@@ -306,8 +306,15 @@ func (p *PassReader) messagesUsage(data []byte) {
 	if u == nil {
 		return
 	}
-	if u.InputTokens == 0 && p.has {
-		u.InputTokens = p.usage.PromptTokens // message_delta may omit it
+	if u.InputTokens == 0 && u.CacheRead == 0 && u.CacheCreation == 0 && p.has {
+		// message_delta may omit the prompt's counts: message_start's
+		// stand, cache counts included (the whole prompt is in
+		// PromptTokens already).
+		prior := p.usage
+		u.InputTokens = prior.PromptTokens
+		p.usage, p.has = u.usage(), true
+		p.usage.CachedTokens, p.usage.CacheWriteTokens = prior.CachedTokens, prior.CacheWriteTokens
+		return
 	}
 	p.usage, p.has = u.usage(), true
 }
@@ -392,6 +399,29 @@ type wideUsage struct {
 	OutputTokens     int64 `json:"output_tokens"`
 	CacheCreation    int64 `json:"cache_creation_input_tokens"`
 	CacheRead        int64 `json:"cache_read_input_tokens"`
+	// The details objects of chat and Responses; a value that is not
+	// one costs only its count (wideDetails).
+	PromptDetails     json.RawMessage `json:"prompt_tokens_details"`
+	CompletionDetails json.RawMessage `json:"completion_tokens_details"`
+	InputDetails      json.RawMessage `json:"input_tokens_details"`
+	OutputDetails     json.RawMessage `json:"output_tokens_details"`
+}
+
+// wideDetails is the one count read from a details object.
+type wideDetails struct {
+	CachedTokens    int64 `json:"cached_tokens"`
+	ReasoningTokens int64 `json:"reasoning_tokens"`
+}
+
+func detailsOf(raw ...json.RawMessage) (d wideDetails) {
+	for _, r := range raw {
+		var one wideDetails
+		if len(r) > 0 && json.Unmarshal(r, &one) == nil {
+			d.CachedTokens += one.CachedTokens
+			d.ReasoningTokens += one.ReasoningTokens
+		}
+	}
+	return d
 }
 
 func (w *wideUsage) usage() Usage {
@@ -399,6 +429,13 @@ func (w *wideUsage) usage() Usage {
 	if u.PromptTokens == 0 {
 		u.PromptTokens = w.InputTokens + w.CacheCreation + w.CacheRead
 	}
+	// Anthropic's cache counts, or OpenAI's details (chat and Responses
+	// name them apart; a usage object has one kind).
+	in := detailsOf(w.PromptDetails, w.InputDetails)
+	out := detailsOf(w.CompletionDetails, w.OutputDetails)
+	u.CachedTokens = w.CacheRead + in.CachedTokens
+	u.CacheWriteTokens = w.CacheCreation
+	u.ReasoningTokens = out.ReasoningTokens
 	if u.CompletionTokens == 0 {
 		u.CompletionTokens = w.OutputTokens
 	}

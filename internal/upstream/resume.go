@@ -101,8 +101,14 @@ func (s *Stitch) Sum(u Usage, has bool) (Usage, bool) {
 	if !has {
 		return s.prior, true
 	}
-	return Usage{PromptTokens: u.PromptTokens + s.prior.PromptTokens, CompletionTokens: u.CompletionTokens + s.prior.CompletionTokens,
-		TotalTokens: u.TotalTokens + s.prior.TotalTokens}, true
+	return addUsage(u, s.prior), true
+}
+
+// addUsage is the usage of two parts of one stream.
+func addUsage(a, b Usage) Usage {
+	return Usage{PromptTokens: a.PromptTokens + b.PromptTokens, CompletionTokens: a.CompletionTokens + b.CompletionTokens,
+		TotalTokens: a.TotalTokens + b.TotalTokens, CachedTokens: a.CachedTokens + b.CachedTokens,
+		CacheWriteTokens: a.CacheWriteTokens + b.CacheWriteTokens, ReasoningTokens: a.ReasoningTokens + b.ReasoningTokens}
 }
 
 // Resumable reports whether the stream relayed so far may be continued:
@@ -127,9 +133,7 @@ func (s *Stitch) Continue(ep *Endpoint, prior Usage, has bool) {
 	}
 	if has {
 		if s.hasPrior {
-			prior = Usage{PromptTokens: prior.PromptTokens + s.prior.PromptTokens,
-				CompletionTokens: prior.CompletionTokens + s.prior.CompletionTokens,
-				TotalTokens:      prior.TotalTokens + s.prior.TotalTokens}
+			prior = addUsage(prior, s.prior)
 		}
 		s.prior, s.hasPrior = prior, true
 	}

@@ -34,6 +34,13 @@ type Usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
+	// The counts cost needs (docs/cost.md): cache reads and writes, which
+	// PromptTokens includes (the whole prompt, in every format), and
+	// reasoning, which CompletionTokens includes. Not members of the chat
+	// usage object itself: OpenAI nests them in *_tokens_details.
+	CachedTokens     int64 `json:"-"`
+	CacheWriteTokens int64 `json:"-"`
+	ReasoningTokens  int64 `json:"-"`
 }
 
 var usageKey = []byte(`"usage"`)

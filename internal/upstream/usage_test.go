@@ -212,9 +212,9 @@ func TestScanUsageDecodesProviderShapes(t *testing.T) {
 		want Usage
 	}{
 		{"openai", `{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`,
-			Usage{12, 5, 17}},
+			Usage{PromptTokens: 12, CompletionTokens: 5, TotalTokens: 17}},
 		{"openrouter", `{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,"cost":0.000123,"is_byok":false,"cost_details":{"upstream_inference_cost":null}}`,
-			Usage{10, 3, 13}},
+			Usage{PromptTokens: 10, CompletionTokens: 3, TotalTokens: 13}},
 		{"spaced", "{ \"prompt_tokens\" : 1 ,\n \"total_tokens\" : 2 }", Usage{PromptTokens: 1, TotalTokens: 2}},
 		{"null count", `{"prompt_tokens":4,"completion_tokens":null,"total_tokens":4}`, Usage{PromptTokens: 4, TotalTokens: 4}},
 		{"empty", `{}`, Usage{}},

@@ -27,16 +27,26 @@ type UsageError struct {
 func (e *UsageError) Error() string { return "impossible usage from the provider: " + e.Detail }
 
 // CheckUsage is the rule every format's usage meets before it is counted
-// or recorded: each count in [0, MaxUsageTokens].
+// or recorded: each count in [0, MaxUsageTokens], the cache counts within
+// the prompt and the reasoning within the output they are part of.
 func CheckUsage(u Usage) error {
 	for _, c := range [...]struct {
 		name string
 		n    int64
-	}{{"prompt_tokens", u.PromptTokens}, {"completion_tokens", u.CompletionTokens}, {"total_tokens", u.TotalTokens}} {
+	}{{"prompt_tokens", u.PromptTokens}, {"completion_tokens", u.CompletionTokens}, {"total_tokens", u.TotalTokens},
+		{"cached_tokens", u.CachedTokens}, {"cache_write_tokens", u.CacheWriteTokens}, {"reasoning_tokens", u.ReasoningTokens}} {
 		if c.n < 0 || c.n > MaxUsageTokens {
 			return &UsageError{Detail: c.name + " " + strconv.FormatInt(c.n, 10) + " is outside [0, " +
 				strconv.Itoa(MaxUsageTokens) + "]"}
 		}
+	}
+	if u.CachedTokens+u.CacheWriteTokens > u.PromptTokens {
+		return &UsageError{Detail: "cached tokens " + strconv.FormatInt(u.CachedTokens+u.CacheWriteTokens, 10) +
+			" exceed prompt_tokens " + strconv.FormatInt(u.PromptTokens, 10)}
+	}
+	if u.ReasoningTokens > u.CompletionTokens {
+		return &UsageError{Detail: "reasoning_tokens " + strconv.FormatInt(u.ReasoningTokens, 10) +
+			" exceed completion_tokens " + strconv.FormatInt(u.CompletionTokens, 10)}
 	}
 	return nil
 }
@@ -83,17 +93,51 @@ func decodeUsage(val []byte) (Usage, bool) {
 	if u, ok, sure := scanUsage(val); sure {
 		return u, ok
 	}
-	var u Usage
-	if json.Unmarshal(val, &u) != nil {
+	return unmarshalUsage(val)
+}
+
+// chatUsageJSON is the chat (and embeddings) usage object as encoding/json
+// reads it; the details objects are decoded on their own, so that one the
+// gateway cannot read (a string, an array) costs only its own count.
+type chatUsageJSON struct {
+	PromptTokens      int64           `json:"prompt_tokens"`
+	CompletionTokens  int64           `json:"completion_tokens"`
+	TotalTokens       int64           `json:"total_tokens"`
+	PromptDetails     json.RawMessage `json:"prompt_tokens_details"`
+	CompletionDetails json.RawMessage `json:"completion_tokens_details"`
+}
+
+// unmarshalUsage is decodeUsage by encoding/json alone: the reference the
+// scanner agrees with.
+func unmarshalUsage(val []byte) (Usage, bool) {
+	var j chatUsageJSON
+	if json.Unmarshal(val, &j) != nil {
 		return Usage{}, false
+	}
+	u := Usage{PromptTokens: j.PromptTokens, CompletionTokens: j.CompletionTokens, TotalTokens: j.TotalTokens}
+	var pd struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	}
+	if json.Unmarshal(j.PromptDetails, &pd) == nil {
+		u.CachedTokens = pd.CachedTokens
+	}
+	var cd struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	}
+	if json.Unmarshal(j.CompletionDetails, &cd) == nil {
+		u.ReasoningTokens = cd.ReasoningTokens
 	}
 	return u, true
 }
 
 var (
-	promptTokensKey     = []byte("prompt_tokens")
-	completionTokensKey = []byte("completion_tokens")
-	totalTokensKey      = []byte("total_tokens")
+	promptTokensKey      = []byte("prompt_tokens")
+	completionTokensKey  = []byte("completion_tokens")
+	totalTokensKey       = []byte("total_tokens")
+	promptDetailsKey     = []byte("prompt_tokens_details")
+	completionDetailsKey = []byte("completion_tokens_details")
+	cachedTokensKey      = []byte("cached_tokens")
+	reasoningTokensKey   = []byte("reasoning_tokens")
 )
 
 // scanUsage decodes a usage object strictly. sure is false when the result
@@ -126,8 +170,19 @@ func scanUsage(b []byte) (u Usage, ok, sure bool) {
 			field = &u.CompletionTokens
 		case bytes.Equal(key, totalTokensKey):
 			field = &u.TotalTokens
+		case bytes.Equal(key, promptDetailsKey):
+			if i, sure = scanDetail(b, i, cachedTokensKey, &u.CachedTokens); !sure {
+				return Usage{}, false, false
+			}
+			goto next
+		case bytes.Equal(key, completionDetailsKey):
+			if i, sure = scanDetail(b, i, reasoningTokensKey, &u.ReasoningTokens); !sure {
+				return Usage{}, false, false
+			}
+			goto next
 		case bytes.EqualFold(key, promptTokensKey), bytes.EqualFold(key, completionTokensKey),
-			bytes.EqualFold(key, totalTokensKey):
+			bytes.EqualFold(key, totalTokensKey), bytes.EqualFold(key, promptDetailsKey),
+			bytes.EqualFold(key, completionDetailsKey):
 			return Usage{}, false, false // encoding/json would match it
 		}
 		if field != nil {
@@ -137,6 +192,7 @@ func scanUsage(b []byte) (u Usage, ok, sure bool) {
 		} else if i, sure = jsontext.ValidValue(b, i, 1); !sure {
 			return Usage{}, false, false // encoding/json would refuse the object
 		}
+	next:
 		i = jsontext.SkipSpace(b, i)
 		if i == len(b) {
 			return Usage{}, false, false
@@ -195,4 +251,60 @@ func scanCount(b []byte, i int, field *int64) (int, bool) {
 	}
 	*field = n
 	return end, true
+}
+
+// scanDetail reads a details object at b[i] (prompt_tokens_details) for
+// its one count named key into field, as unmarshalUsage would: a later
+// details member replaces an earlier one whole, null leaves the count at
+// zero. sure is false on anything else (a case variant of key, an escaped
+// key, a count that is not a plain integer, a value that is not an
+// object).
+func scanDetail(b []byte, i int, key []byte, field *int64) (int, bool) {
+	*field = 0
+	if bytes.HasPrefix(b[i:], []byte("null")) {
+		return i + 4, true
+	}
+	if i == len(b) || b[i] != '{' {
+		return 0, false
+	}
+	i = jsontext.SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
+	}
+	for {
+		k, end, plain := scanKey(b, i)
+		if !plain {
+			return 0, false
+		}
+		i = jsontext.SkipSpace(b, end)
+		if i == len(b) || b[i] != ':' {
+			return 0, false
+		}
+		i = jsontext.SkipSpace(b, i+1)
+		var ok bool
+		switch {
+		case bytes.Equal(k, key):
+			if i, ok = scanCount(b, i, field); !ok {
+				return 0, false
+			}
+		case bytes.EqualFold(k, key):
+			return 0, false
+		default:
+			if i, ok = jsontext.ValidValue(b, i, 1); !ok {
+				return 0, false
+			}
+		}
+		i = jsontext.SkipSpace(b, i)
+		if i == len(b) {
+			return 0, false
+		}
+		switch b[i] {
+		case ',':
+			i = jsontext.SkipSpace(b, i+1)
+		case '}':
+			return i + 1, true
+		default:
+			return 0, false
+		}
+	}
 }

@@ -13,6 +13,11 @@ type Usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
+	// Cache reads and writes, inside PromptTokens; ReasoningTokens stays
+	// 0 (Anthropic counts thinking as output). upstream.Usage's shape.
+	CachedTokens     int64 `json:"-"`
+	CacheWriteTokens int64 `json:"-"`
+	ReasoningTokens  int64 `json:"-"`
 }
 
 // messageUsage is the Messages API's usage object. input_tokens counts only
@@ -29,7 +34,8 @@ type messageUsage struct {
 // the model read.
 func (u messageUsage) openAI() Usage {
 	prompt := u.InputTokens + u.CacheCreation + u.CacheRead
-	return Usage{PromptTokens: prompt, CompletionTokens: u.OutputTokens, TotalTokens: prompt + u.OutputTokens}
+	return Usage{PromptTokens: prompt, CompletionTokens: u.OutputTokens, TotalTokens: prompt + u.OutputTokens,
+		CachedTokens: u.CacheRead, CacheWriteTokens: u.CacheCreation}
 }
 
 // BodyUsage extracts usage from a non-streaming Messages API body.

@@ -12,8 +12,19 @@ type responseCase struct {
 	Message   json.RawMessage `json:"message"`
 	Raw       *string         `json:"raw"`
 	Want      json.RawMessage `json:"want"`
-	Usage     *Usage          `json:"usage"`
+	Usage     *fixtureUsage   `json:"usage"`
 	Malformed bool            `json:"malformed"`
+}
+
+// fixtureUsage is a Usage as the test data writes it: the cache counts,
+// which the chat usage object nests, named on their own.
+type fixtureUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+	CachedTokens     int64 `json:"cached_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+	ReasoningTokens  int64 `json:"reasoning_tokens"`
 }
 
 // TestMessageToChat drives the non-streaming mapping from
@@ -40,7 +51,7 @@ func TestMessageToChat(t *testing.T) {
 				t.Fatalf("chat completion:\n got %s\nwant %s", got, tc.Want)
 			}
 			u, ok := BodyUsage(body)
-			if !ok || u != *tc.Usage {
+			if !ok || u != Usage(*tc.Usage) {
 				t.Fatalf("BodyUsage = %+v, %v; want %+v", u, ok, *tc.Usage)
 			}
 		})

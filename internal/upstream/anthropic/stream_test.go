@@ -10,14 +10,14 @@ import (
 )
 
 type streamCase struct {
-	Name         string `json:"name"`
-	SSE          string `json:"sse"`
-	Want         string `json:"want"`
-	IncludeUsage bool   `json:"include_usage"`
-	ErrorType    string `json:"error_type"`
-	ErrorMessage string `json:"error_message"`
-	NotDone      bool   `json:"not_done"`
-	Usage        Usage  `json:"usage"`
+	Name         string       `json:"name"`
+	SSE          string       `json:"sse"`
+	Want         string       `json:"want"`
+	IncludeUsage bool         `json:"include_usage"`
+	ErrorType    string       `json:"error_type"`
+	ErrorMessage string       `json:"error_message"`
+	NotDone      bool         `json:"not_done"`
+	Usage        fixtureUsage `json:"usage"`
 }
 
 // splitEvents cuts a stream into events as upstream.EventReader returns
@@ -118,7 +118,7 @@ func TestStreamTranslator(t *testing.T) {
 				if tr.Done() == tc.NotDone {
 					t.Fatalf("Done() = %v", tr.Done())
 				}
-				if u, ok := tr.Usage(); !ok || u != tc.Usage {
+				if u, ok := tr.Usage(); !ok || u != Usage(tc.Usage) {
 					t.Fatalf("Usage() = %+v, %v; want %+v", u, ok, tc.Usage)
 				}
 			})

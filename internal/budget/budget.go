@@ -1,0 +1,317 @@
+package budget
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultNamespace starts every key, as in internal/quota.
+const DefaultNamespace = "llmgw"
+
+// DefaultReservationTTL is how long a reservation holds budget when its
+// request never settles (GATEWAY_BUDGET_RESERVATION_TTL).
+const DefaultReservationTTL = 10 * time.Minute
+
+const (
+	// opTimeout bounds one Redis call on the request path: past it the
+	// replica goes degraded rather than stall the request.
+	opTimeout = 250 * time.Millisecond
+	// probeEvery is how often a degraded replica asks whether Redis is back.
+	probeEvery = 250 * time.Millisecond
+	// recentKeep is how long this replica remembers its own settles for a
+	// rebuild: the ledger has a record at most two report flush intervals
+	// (default 100 ms) after it was settled; 5 s leaves room for a slow
+	// Postgres.
+	recentKeep = 5 * time.Second
+	// maxPending bounds the settles kept for Redis while it is away.
+	maxPending = 100_000
+)
+
+// micro is one micro-dollar in USD.
+const micro = 1e6
+
+// Ledger is the truth the engine rebuilds a window's spend from
+// (report.Writer.SpentSince: the sum of requests.cost_usd since a time).
+type Ledger interface {
+	SpentSince(ctx context.Context, owner, name string, since time.Time) (float64, error)
+}
+
+// Replicas counts the replicas last seen alive (quota.Store provides it).
+type Replicas interface{ Alive() int }
+
+// Options configures Budgets.
+type Options struct {
+	// Redis shares spend and reservations between replicas; nil keeps
+	// them in this process only. Every call carries a 250 ms deadline in
+	// its context; configure the client as internal/quota does
+	// (ContextTimeoutEnabled, MaxRetries -1, DialerRetries 1, socket
+	// timeouts off) so that deadline is what bounds it.
+	Redis redis.UniversalClient
+	// Namespace starts every key; DefaultNamespace when empty.
+	Namespace string
+	// ReservationTTL is GATEWAY_BUDGET_RESERVATION_TTL; default 10m.
+	ReservationTTL time.Duration
+	// Ledger rebuilds a window's spend; nil counts spend from zero.
+	Ledger Ledger
+	// Replicas divides the remaining budget while Redis is away; nil is 1.
+	// (quota.Store counts them as Replicas(); a one-line adapter fits.)
+	Replicas Replicas
+	// Now is the clock for windows and, when set, for reservation expiry
+	// in Redis too (passed into the scripts instead of Redis TIME), so
+	// tests can age reservations without sleeping. Production leaves it
+	// nil: windows follow this host's clock, expiry Redis's.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Budgets decides whether a request's estimated cost fits its budgets.
+type Budgets struct {
+	opts  Options
+	st    store
+	redis bool
+	fake  bool
+	nonce string
+	seq   atomic.Uint64
+
+	mu     sync.Mutex
+	limits map[budgetID]Limit
+	known  map[string]figures // last figures seen per window (Redis mode)
+	recent map[string][]recentSettle
+
+	// degraded mode (Redis only)
+	degraded  atomic.Bool
+	share     map[string]int64 // this replica's share per window, fixed on entry
+	used      map[string]int64 // reserved and settled against the share
+	pending   []pendingSettle  // settles Redis has not seen
+	lastProbe time.Time
+	probing   sync.Mutex
+}
+
+type budgetID struct {
+	owner Owner
+	per   Per
+}
+
+type recentSettle struct {
+	at   time.Time
+	cost int64
+}
+
+type pendingSettle struct {
+	ss   []slot
+	id   string
+	cost int64
+}
+
+// New returns the engine; SetLimits gives it its budgets.
+func New(opts Options) *Budgets {
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	if opts.ReservationTTL <= 0 {
+		opts.ReservationTTL = DefaultReservationTTL
+	}
+	fake := opts.Now != nil
+	if !fake {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	var nonce [6]byte
+	_, _ = rand.Read(nonce[:])
+	b := &Budgets{
+		opts:   opts,
+		fake:   fake,
+		nonce:  hex.EncodeToString(nonce[:]),
+		limits: map[budgetID]Limit{},
+		known:  map[string]figures{},
+		recent: map[string][]recentSettle{},
+		share:  map[string]int64{},
+		used:   map[string]int64{},
+	}
+	if opts.Redis != nil {
+		b.st = &redisStore{rdb: opts.Redis, prefix: opts.Namespace + ":{b}:"}
+		b.redis = true
+	} else {
+		b.st = newMemStore()
+	}
+	return b
+}
+
+// limitMicros is a limit in micro-dollars, rounded down: rounding never
+// lets spend pass the configured figure.
+func limitMicros(usd float64) int64 {
+	if usd <= 0 || math.IsNaN(usd) {
+		return 0
+	}
+	return int64(math.Floor(usd*micro + 1e-6))
+}
+
+// spendMicros is ledger spend in micro-dollars, rounded up for the same
+// reason.
+func spendMicros(usd float64) int64 {
+	if usd <= 0 || math.IsNaN(usd) {
+		return 0
+	}
+	return int64(math.Ceil(usd*micro - 1e-6))
+}
+
+func usd(m int64) float64 { return float64(m) / micro }
+
+func (b *Budgets) nowMs() int64 {
+	if b.redis && !b.fakeClock() {
+		return 0
+	}
+	return b.opts.Now().UnixMilli()
+}
+
+// fakeClock: Options.Now was set, so the scripts are told the time.
+func (b *Budgets) fakeClock() bool { return b.fake }
+
+// SetLimits replaces the budgets (at start and on routes reload). Spend
+// lives per (owner, window), not per limit, so a changed figure keeps its
+// spend; a budget new to this replica has its current window rebuilt from
+// the ledger now (SET NX: a window other replicas already count is kept).
+// The limits apply even when a rebuild fails; the error says which, and
+// the rebuild is retried at the budget's next request.
+func (b *Budgets) SetLimits(ctx context.Context, limits []Limit) error {
+	next := map[budgetID]Limit{}
+	var bad []error
+	for _, l := range limits {
+		if !l.Per.Valid() {
+			bad = append(bad, fmt.Errorf("budget %s: unknown window %q", l.Owner, l.Per))
+			continue
+		}
+		next[budgetID{l.Owner, l.Per}] = l
+	}
+	b.mu.Lock()
+	var fresh []Limit
+	for id, l := range next {
+		if _, ok := b.limits[id]; !ok {
+			fresh = append(fresh, l)
+		}
+	}
+	b.limits = next
+	b.mu.Unlock()
+	now := b.opts.Now()
+	for _, l := range fresh {
+		if err := b.rebuild(ctx, b.slotOf(l, now), l, now); err != nil {
+			bad = append(bad, err)
+		}
+	}
+	return errors.Join(bad...)
+}
+
+func (b *Budgets) slotOf(l Limit, now time.Time) slot {
+	return slot{base: baseKey(l.Owner, l.Per, now), limit: limitMicros(l.USD), expireAt: counterExpiry(l.Per, now)}
+}
+
+// rebuild seeds a window's counter from the ledger, plus this replica's
+// own settles of the last recentKeep the ledger may not have yet.
+func (b *Budgets) rebuild(ctx context.Context, s slot, l Limit, now time.Time) error {
+	spent, err := b.ledgerSpent(ctx, l, now)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	spent += b.recentLocked(s.base, now)
+	b.mu.Unlock()
+	octx, cancel := b.opContext(ctx)
+	defer cancel()
+	if err := b.st.seed(octx, s, spent); err != nil {
+		return b.storeErr(ctx, err)
+	}
+	return nil
+}
+
+func (b *Budgets) ledgerSpent(ctx context.Context, l Limit, now time.Time) (int64, error) {
+	if b.opts.Ledger == nil {
+		return 0, nil
+	}
+	f, err := b.opts.Ledger.SpentSince(ctx, l.Owner.Kind, l.Owner.Name, l.Per.Start(now))
+	if err != nil {
+		return 0, &RebuildError{Limit: l, Err: err}
+	}
+	return spendMicros(f), nil
+}
+
+// recentLocked sums this replica's settles into base in the last
+// recentKeep, forgetting older ones.
+func (b *Budgets) recentLocked(base string, now time.Time) int64 {
+	var sum int64
+	rs := b.recent[base]
+	keep := rs[:0]
+	for _, r := range rs {
+		if now.Sub(r.at) < recentKeep {
+			keep = append(keep, r)
+			sum += r.cost
+		}
+	}
+	if len(keep) == 0 {
+		delete(b.recent, base)
+	} else {
+		b.recent[base] = keep
+	}
+	return sum
+}
+
+// RebuildError is a window whose spend could not be read from the ledger;
+// the engine cannot decide for it until the ledger answers.
+type RebuildError struct {
+	Limit Limit
+	Err   error
+}
+
+func (e *RebuildError) Error() string {
+	return fmt.Sprintf("budget %s, %s: rebuild from the ledger: %v", e.Limit.Owner, e.Limit.Per, e.Err)
+}
+
+func (e *RebuildError) Unwrap() error { return e.Err }
+
+// ExceededError is a refusal: the request's estimate does not fit Limit.
+type ExceededError struct {
+	Limit Limit
+	// RetryAfter is the time to the window's end; 0 for Total.
+	RetryAfter time.Duration
+	// Remaining is what the budget has left (USD), at least 0.
+	Remaining float64
+}
+
+func (e *ExceededError) Error() string {
+	return "budget exceeded: " + e.Limit.Owner.String() + ", " + string(e.Limit.Per)
+}
+
+func (b *Budgets) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, opTimeout)
+}
+
+// storeErr turns a failed store call into the engine's view: a Redis that
+// does not answer makes the replica degraded; a reply Redis gave (a script
+// error) or the caller's own cancellation does not.
+func (b *Budgets) storeErr(ctx context.Context, err error) error {
+	if !b.redis || ctx.Err() != nil {
+		return err
+	}
+	var re redis.Error
+	if errors.As(err, &re) && !errors.Is(err, errShortReply) {
+		return err
+	}
+	b.enterDegraded(err)
+	return errDegraded
+}
+
+var (
+	errShortReply = errors.New("budget: unexpected reply from redis")
+	errDegraded   = errors.New("budget: redis is not answering")
+)
