@@ -246,6 +246,12 @@ func (s *Store) Held() int {
 // Ping answers whether Redis answers now.
 func (s *Store) Ping(ctx context.Context) error { return s.rdb.Ping(ctx).Err() }
 
+// Client is the store's Redis client, for the other shared state of the
+// gateway (the budgets): the same pool, with every call bounded by its
+// context's deadline and tried once, as the store's own. The store closes
+// it.
+func (s *Store) Client() *redis.Client { return s.rdb }
+
 // opContext bounds a call on the request path.
 func (s *Store) opContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.opTO)

@@ -2,10 +2,7 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/llmgw/gateway/internal/budget"
 	"github.com/llmgw/gateway/internal/report"
@@ -19,14 +16,10 @@ import (
 // a reload that adds one needs no restart.
 func (g *Gateway) openBudgets(ctx context.Context, r *routes.Routes) error {
 	opts := budget.Options{ReservationTTL: g.Config.BudgetReservationTTL, Logger: g.Log}
-	if !g.Config.RedisURL.Empty() {
-		ro, err := redis.ParseURL(g.Config.RedisURL.Reveal())
-		if err != nil {
-			return fmt.Errorf("GATEWAY_REDIS_URL: %w", err) // quota.New refused it first; kept for safety
-		}
-		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
-		g.budgetRedis = redis.NewClient(ro)
-		opts.Redis = g.budgetRedis
+	if g.Quota != nil {
+		// The shared limits' client: one pool, and calls bounded by their
+		// context and tried once, which the budgets' degraded mode needs.
+		opts.Redis = g.Quota.Client()
 	}
 	if g.Reports != nil {
 		opts.Ledger = readyLedger{g.Reports}
@@ -68,14 +61,11 @@ func budgetLimits(r *routes.Routes) []budget.Limit {
 	return out
 }
 
-// closeBudgets lets go of the budgets' Redis connections; reservations
-// still held expire in Redis.
+// closeBudgets replays the settles an outage kept; reservations still held
+// expire in Redis. Before the quota store closes the client they share.
 func (g *Gateway) closeBudgets() {
 	if g.Budgets != nil {
 		g.Budgets.Close()
-	}
-	if g.budgetRedis != nil {
-		_ = g.budgetRedis.Close()
 	}
 }
 

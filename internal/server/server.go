@@ -14,8 +14,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/api"
 	"github.com/llmgw/gateway/internal/budget"
@@ -44,8 +42,7 @@ type Gateway struct {
 	Health    *health.Tracker
 	Quota     *quota.Store // shared limits in Redis; nil without GATEWAY_REDIS_URL
 	// Budgets are the routes file's client and team budgets (budget.go).
-	Budgets     *budget.Budgets
-	budgetRedis *redis.Client // the budgets' own connections; nil without Redis
+	Budgets *budget.Budgets
 	// Log is the logger New was given, behind a secret.LogHandler: no
 	// line of the gateway's holds a secret it knows.
 	Log *slog.Logger
@@ -260,13 +257,14 @@ func (g *Gateway) Close(ctx context.Context) {
 	if err := g.Scheduler.Close(ctx); err != nil {
 		g.Log.Warn("admission close", "err", err)
 	}
+	// Every request has settled its budget by now; before the quota
+	// store closes the Redis client the budgets share.
+	g.closeBudgets()
 	if g.Quota != nil {
 		// After the scheduler: every lease is released, so the store's
 		// last call gives back whatever Redis still holds for this replica.
 		g.Quota.Close()
 	}
-	// Before the recorder: the last settles' costs are on record.
-	g.closeBudgets()
 	if g.Reports != nil {
 		if err := g.Reports.Close(ctx); err != nil {
 			g.Log.Warn("report writer close", "err", err)
