@@ -69,7 +69,8 @@ type Attempt struct {
 	// estimate of the output tokens of a stream cut before its usage
 	// (cost.go).
 	outEvents   int
-	promptBytes int // the request body's size, for the prompt estimate of the same
+	promptBytes int  // the request body's size, for the prompt estimate of the same
+	tailRead    bool // usage holds the usage of a body read whole (UsageSoFar)
 }
 
 // open sends the attempt's request and reads up to the commit point: the

@@ -223,6 +223,14 @@ func (a *Attempt) UsageSoFar() (upstream.Usage, bool) {
 		return a.st.Sum(u, ok) // a resumed stream's parts, for the client's token rate too
 	case a.events != nil || a.clen >= 0:
 		return a.rd.Usage()
+	case a.tailRead:
+		return a.usage, a.hasUsage
+	case a.state == stDrained:
+		// The whole body was read before the commit point: its usage is
+		// final, read once for the cost header and kept for Finish.
+		a.usage, a.hasUsage = a.rd.TailUsage(a.tail)
+		a.tailRead = true
+		return a.usage, a.hasUsage
 	default:
 		return a.rd.TailUsage(a.tail)
 	}
@@ -275,6 +283,7 @@ func (a *Attempt) Finish(err error) *Outcome {
 	case a.rd == nil:
 	case a.events != nil || a.clen >= 0:
 		a.usage, a.hasUsage = a.rd.Usage()
+	case a.tailRead: // read whole before the commit point (UsageSoFar)
 	case err == nil:
 		a.usage, a.hasUsage = a.rd.TailUsage(a.tail)
 	}
