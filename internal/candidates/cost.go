@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/llmgw/gateway/internal/pricing"
+	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/upstream"
 )
@@ -66,61 +67,137 @@ func pricedUsage(u upstream.Usage) pricing.Usage {
 
 // spent is what a request's attempts cost so far.
 type spent struct {
-	usd     float64
-	unknown bool // an attempt the provider billed has no price or no usage
+	usd       float64
+	unknown   bool // an attempt the provider billed has no price or no usage
+	estimated bool // some attempt's usage is an estimate (usage_estimated)
 }
 
-// costRow puts the usage of the attempt on candidate i on its row and, when
-// its price is known, the attempt's cost, which it adds to the request's.
-// has false means the provider billed the attempt but its usage is
-// unknown: the request's cost is unknown too.
-func (w *walk) costRow(i int, u upstream.Usage, has, estimated bool) {
-	row := &w.rows[i]
+// add counts one billed attempt's cost: usd when known.
+func (s *spent) add(usd float64, known, estimated bool) {
+	s.usd += usd
+	s.unknown = s.unknown || !known
+	s.estimated = s.estimated || estimated
+}
+
+// bill puts the usage of an attempt the provider billed on its row and,
+// when the candidate's price is known, the attempt's cost. known is false
+// when the cost is not: no usage (has false) or no price. It touches the row
+// and the metrics only, so a hedge loser bills its own row's copy on its
+// own goroutine (hedging.lost).
+func (r *Runner) bill(row *report.Candidate, c *Candidate, team string, u upstream.Usage, has, estimated bool) (usd float64, known bool) {
 	if !has {
-		w.spent.unknown = true
-		return
+		return 0, false
 	}
 	row.HasUsage, row.UsageEstimated = true, estimated
 	row.PromptTokens, row.CompletionTokens = u.PromptTokens, u.CompletionTokens
 	row.CachedTokens, row.CacheWriteTokens, row.ReasoningTokens = u.CachedTokens, u.CacheWriteTokens, u.ReasoningTokens
-	c := &w.req.Candidates[i]
 	if c.Price == nil {
-		w.spent.unknown = true
-		if w.r.Observe != nil {
-			w.r.Observe.Billed(c, w.req.Team, u, 0, false)
+		if r.Observe != nil {
+			r.Observe.Billed(c, team, u, 0, false)
 		}
-		return
+		return 0, false
 	}
 	row.HasCost, row.CostUSD = true, c.Price.Cost(pricedUsage(u))
-	if w.r.Observe != nil {
-		w.r.Observe.Billed(c, w.req.Team, u, row.CostUSD, true)
+	if r.Observe != nil {
+		r.Observe.Billed(c, team, u, row.CostUSD, true)
 	}
-	w.spent.usd += row.CostUSD
-	if estimated {
-		w.estimated = true
-	}
+	return row.CostUSD, true
 }
 
-// costCut costs candidate i's attempt a, cut after its commit point: from
-// the usage the provider sent before the cut, else from an estimate
-// flagged usage_estimated: the request body's bytes / 4 for the prompt,
-// one token per event relayed for the output (a chat chunk carries about
-// one token).
-func (w *walk) costCut(a *Attempt) {
-	if a.rd != nil && a.events != nil {
-		if u, ok := a.rd.Usage(); ok {
-			w.costRow(a.i, u, true, false)
+// costRow bills the attempt on candidate i from its usage (has false: the
+// provider billed it but its usage is unknown, and so is the request's
+// cost) and adds it to the request's cost.
+func (w *walk) costRow(i int, u upstream.Usage, has, estimated bool) {
+	usd, known := w.r.bill(&w.rows[i], &w.req.Candidates[i], w.req.Team, u, has, estimated)
+	w.spent.add(usd, known, estimated && has)
+}
+
+// costCut bills attempt a, which ended without answering the request: cut
+// after its commit point (committed), or failed over or lost to a hedge
+// after the provider had started answering (billedUsage). An attempt the
+// provider did not bill costs nothing.
+func (w *walk) costCut(a *Attempt, committed bool) {
+	u, has, estimated, billed := a.billedUsage()
+	if !billed {
+		if !committed {
 			return
 		}
+		// A body relayed in part and cut: the prompt's estimate.
+		u, has, estimated = a.estimate(upstream.Usage{}, false), true, true
 	}
-	est := upstream.Usage{PromptTokens: int64(a.promptBytes / 4), CompletionTokens: int64(a.outEvents)}
+	w.costRow(a.i, u, has, estimated)
+}
+
+// billedUsage is what the provider billed attempt a, which did not answer
+// the request, as far as the gateway can tell (docs/cost.md, "Which attempts
+// count"): a stream that sent the client bytes of at least one event (the
+// provider was generating), from the usage it sent, else estimated; a body
+// read whole, from its usage. Anything else (an error status, a timeout or
+// a failure before the first event, a body that broke) is not billed. Call
+// it before close: a body's usage is read from the pooled buffer.
+func (a *Attempt) billedUsage() (u upstream.Usage, has, estimated, billed bool) {
+	if a.resp == nil || a.resp.StatusCode/100 != 2 || a.rd == nil {
+		return u, false, false, false
+	}
+	if a.events == nil {
+		if a.state != stDrained && !a.tailRead {
+			return u, false, false, false
+		}
+		u, has = a.UsageSoFar()
+		return u, has, false, true
+	}
+	if a.outEvents == 0 {
+		return u, false, false, false
+	}
+	u, ok := a.rd.Usage() // this part's, for a resumed stream
+	if ok && u.CompletionTokens >= int64(a.outEvents) {
+		return u, true, false, true // its final usage (OpenAI's comes last)
+	}
+	// No usage yet, or only the opening count (Anthropic's message_start
+	// has the input and one output token): the events stand in for the rest.
+	return a.estimate(u, ok), true, true, true
+}
+
+// estimate is the usage of an attempt cut before its final usage: the
+// input the provider reported (ok), else the request body's bytes / 4; at
+// least one output token per event relayed (a chat chunk carries about one).
+func (a *Attempt) estimate(seen upstream.Usage, ok bool) upstream.Usage {
+	est := seen
+	if !ok || est.PromptTokens == 0 {
+		est.PromptTokens = int64(a.promptBytes / 4)
+	}
+	est.CompletionTokens = max(est.CompletionTokens, int64(a.outEvents))
 	est.TotalTokens = est.PromptTokens + est.CompletionTokens
-	w.costRow(a.i, est, true, true)
+	return est
 }
 
 // spentUSD is the request's cost so far; ok is false when some attempt's
-// cost is unknown (settler).
-func (w *walk) spentUSD() (usd float64, ok bool) { return w.spent.usd, !w.spent.unknown }
+// cost is unknown (settler). A hedged request's losers, cancelled when it
+// was settled, are counted once each has billed its row: they end as soon
+// as their upstream reads see the cancellation.
+func (w *walk) spentUSD() (usd float64, ok bool) {
+	s := w.spent
+	if h := w.hedge; h != nil {
+		h.losing.Wait()
+		h.mu.Lock()
+		s.add(h.lostSpent.usd, !h.lostSpent.unknown, h.lostSpent.estimated)
+		h.mu.Unlock()
+	}
+	return s.usd, !s.unknown
+}
+
+// usageEstimated reports whether some attempt's usage is an estimate.
+func (w *walk) usageEstimated() bool {
+	if h := w.hedge; h != nil {
+		h.losing.Wait()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.lostSpent.estimated {
+			return true
+		}
+	}
+	return w.spent.estimated
+}
 
 // Unpriced lists the provider/model pairs the planner routes to without a
 // price, sorted: check-config and the load log name them.

@@ -102,8 +102,14 @@ type hedging struct {
 	gen   int // the hedge timer's generation; a stale firing is ignored
 	fired chan int
 
-	mu      sync.Mutex
-	settled bool // the request is settled: a flight that lands settles itself as lost
+	mu        sync.Mutex
+	settled   bool  // the request is settled: a flight that lands settles itself as lost
+	lostSpent spent // what the lost flights the providers billed cost, under mu
+
+	// losing counts the flights cancelled when the request was settled
+	// until each has settled itself as lost: the request's cost waits for
+	// their bills (walk.spentUSD).
+	losing sync.WaitGroup
 }
 
 // launch starts the next candidate that may be tried, on its own goroutine,
@@ -198,6 +204,7 @@ func (h *hedging) hand(l landing) {
 // a panic there (the request may be over): it is logged with its stack, and
 // the flight's slots and context are let go all the same.
 func (h *hedging) settleLost(l landing) {
+	defer h.losing.Done()
 	defer func() {
 		if v := recover(); v != nil {
 			l.f.a.close()
@@ -291,6 +298,9 @@ func (h *hedging) settledAfterPanic() {
 // Flights that landed before the request was settled have no goroutine
 // left; each of those is settled on a new one, counted the same way.
 func (h *hedging) cancelAll() {
+	// Counted before settled is set: from then on a flight that lands
+	// settles itself, and its Done must find its Add.
+	h.losing.Add(len(h.flying))
 	h.mu.Lock()
 	h.settled = true
 	h.mu.Unlock()
@@ -320,6 +330,19 @@ func (h *hedging) lost(l landing) {
 	rec := w.rows[i]
 	row := &rec
 	now := w.r.now()
+	var bill func() // bills the row once its status is settled
+	if l.admitErr == nil && l.refused == nil {
+		// A loser the provider had started answering is billed too
+		// (docs/cost.md); read before close lets go of the body's buffer.
+		if u, has, estimated, billed := a.billedUsage(); billed {
+			bill = func() {
+				usd, known := w.r.bill(row, &w.req.Candidates[i], w.req.Team, u, has, estimated)
+				h.mu.Lock()
+				h.lostSpent.add(usd, known, estimated && has)
+				h.mu.Unlock()
+			}
+		}
+	}
 	if l.admitErr == nil {
 		if a.state.live() {
 			a.to(stLost)
@@ -338,6 +361,9 @@ func (h *hedging) lost(l landing) {
 		// the request goes on with the attempt that settled it.
 		h.record(i, row, report.CandidateFailed, 500, report.ErrorTypeInternal, "gateway panic")
 	default:
+		if bill != nil {
+			bill()
+		}
 		h.record(i, row, report.CandidateCancelled, 499, report.ErrorTypeHedgeLost, ErrHedgeLost.Error())
 	}
 	if a.state == stReleased {

@@ -59,7 +59,6 @@ type walk struct {
 	stitch     *upstream.Stitch // a resumable stream's watch (resume.go), reused across attempts; nil without resume, so a walk stays small
 	resumes    int              // continuations started so far
 	spent      spent            // what the attempts the providers billed cost (cost.go)
-	estimated  bool             // some attempt's usage is an estimate (a stream cut without its usage)
 }
 
 // Run walks the candidates in order until one commits or the request ends.
@@ -294,9 +293,7 @@ func (w *walk) end(a *Attempt, err error, committed bool) (done bool) {
 		ended = context.Cause(w.ctx)
 	}
 	w.probe, a.probe = a.probe, false // apply gives it back with the verdict
-	if committed {
-		w.costCut(a) // the provider billed what it sent before the cut
-	}
+	w.costCut(a, committed) // the provider billed what it sent before the cut, if anything
 	return w.apply(i, Classify(err, committed, ended), committed)
 }
 

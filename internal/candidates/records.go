@@ -52,7 +52,7 @@ func (w *walk) finishRequest() {
 		rec.CachedTokens, rec.CacheWriteTokens, rec.ReasoningTokens = u.CachedTokens, u.CacheWriteTokens, u.ReasoningTokens
 	}
 	out.Cost, out.HasCost = w.spentUSD()
-	rec.HasCost, rec.CostUSD, rec.UsageEstimated = out.HasCost, out.Cost, w.estimated
+	rec.HasCost, rec.CostUSD, rec.UsageEstimated = out.HasCost, out.Cost, w.usageEstimated()
 	w.r.Record.RecordRequest(rec)
 	if w.cancel != nil {
 		w.cancel()

@@ -135,7 +135,7 @@ func (w *walk) settleCut(a *Attempt, f Failure) {
 		w.watchdogFired(i, f.Watchdog)
 	}
 	w.probe, a.probe = a.probe, false
-	w.costCut(a)
+	w.costCut(a, true)
 	w.settle(i, f.Status, f.Code, f.ErrorType, f.Message)
 	w.healthDone(i, f.Verdict())
 }
