@@ -293,7 +293,7 @@ func (w *walk) end(a *Attempt, err error, committed bool) (done bool) {
 		ended = context.Cause(w.ctx)
 	}
 	w.probe, a.probe = a.probe, false // apply gives it back with the verdict
-	w.costCut(a, committed) // the provider billed what it sent before the cut, if anything
+	w.costCut(a, committed)           // the provider billed what it sent before the cut, if anything
 	return w.apply(i, Classify(err, committed, ended), committed)
 }
 
