@@ -44,21 +44,26 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		return "SELECT count(*) FROM information_schema.columns WHERE table_name = 'request_candidates' AND column_name = '" + name + "'"
 	}
 	for _, q := range []string{column("route"), column("replica"), index("requests_created_at_id_idx"), index("request_candidates_attempted_idx"),
-		candColumn("resumed_from"), column("cost_usd"), column("team"), candColumn("cost_usd"), index("requests_client_spend_idx"),
+		candColumn("resumed_from"), column("cost_usd"), column("team"), candColumn("cost_usd"), index("requests_client_cost_idx"),
 		index("requests_team_spend_idx")} {
 		if n := queryInt(t, dsn, q); n != 1 {
 			t.Fatalf("after up: %s = %d, want 1", q, n)
 		}
 	}
-	if n := queryInt(t, dsn, index("requests_created_at_idx")); n != 0 {
-		t.Errorf("after up: requests_created_at_idx still there (00004 replaces it)")
+	for _, name := range []string{"requests_created_at_idx", "requests_client_spend_idx", "requests_client_created_at_idx"} {
+		if n := queryInt(t, dsn, index(name)); n != 0 {
+			t.Errorf("after up: %s still there (00004 and 00007 replace it)", name)
+		}
 	}
 
-	// down steps back one migration at a time: the cost columns, resumed_from, the console indexes (and the
+	// down steps back one migration at a time: the client index with the
+	// cost (its two predecessors are back), the cost columns, resumed_from, the console indexes (and the
 	// plain created_at index is back), the replica column, the route column...
 	for _, step := range []struct {
 		gone, kept []string
 	}{
+		{gone: []string{index("requests_client_cost_idx")},
+			kept: []string{index("requests_client_spend_idx"), index("requests_client_created_at_idx")}},
 		{gone: []string{column("cost_usd"), column("team"), candColumn("cost_usd"), candColumn("usage_estimated"),
 			index("requests_client_spend_idx"), index("requests_team_spend_idx")}, kept: []string{candColumn("resumed_from")}},
 		{gone: []string{candColumn("resumed_from")}, kept: []string{index("requests_created_at_id_idx")}},
@@ -85,7 +90,7 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		}
 	}
 	if n := queryInt(t, dsn, "SELECT count(*) FROM pg_tables WHERE tablename IN ('requests', 'request_candidates')"); n != 2 {
-		t.Errorf("after four downs: %d report tables, want 2", n)
+		t.Errorf("after the steps above: %d report tables, want 2", n)
 	}
 	// ...then the tables.
 	out.Reset()
@@ -93,7 +98,7 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		t.Fatalf("second down: %v", err)
 	}
 	if n := queryInt(t, dsn, "SELECT count(*) FROM pg_tables WHERE tablename IN ('requests', 'request_candidates')"); n != 0 {
-		t.Errorf("after five downs: %d report tables, want 0", n)
+		t.Errorf("after one more down: %d report tables, want 0", n)
 	}
 	out.Reset()
 	if err := Migrate(ctx, secret.New(dsn), "down", &out); err != nil {

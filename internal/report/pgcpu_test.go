@@ -133,6 +133,10 @@ func requestRecords(id uuid.UUID, t0 time.Time, stream bool) (recs []record, spl
 	req.Status, req.StatusCode, req.FinishedAt, req.Latency = RequestSuccess, 200, end, end.Sub(t0)
 	req.FirstByte = cand.FirstByte + 100*time.Microsecond
 	req.HasUsage, req.PromptTokens, req.CompletionTokens, req.TotalTokens = true, 12, 20, 32
+	// The cost of a priced model, as the gateway records it since issue 30.
+	cand.HasUsage, cand.PromptTokens, cand.CompletionTokens = true, 12, 20
+	cand.HasCost, cand.CostUSD = true, 0.000213
+	req.HasCost, req.CostUSD = true, 0.000213
 	recs = append(recs, record{kind: kindCandidate, cand: cand}, record{kind: kindRequest, req: req})
 	return recs, split
 }
