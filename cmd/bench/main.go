@@ -35,12 +35,16 @@
 // BENCH_RECORDS=off runs the gateway without Postgres, to see what records cost;
 // BENCH_PG=shared skips scripts/pg-local.sh and uses the server on 127.0.0.1:5432;
 // BENCH_PROMPT=BYTES makes the stream phase's requests a conversation of about that size;
-// BENCH_ONLY=hold (or open, closed, stream, hanging, tail, translate, ledger, comma-separated) runs
+// BENCH_ONLY=hold (or open, closed, stream, hanging, tail, translate, ledger, replicas, budget, comma-separated) runs
 // only those phases, for iterating on one figure.
 //
 // The ledger phase (ledger.go) times the operator console's reads, GET /admin/requests and
 // GET /admin/stats/providers, against a scratch database of a million generated request rows
 // served by a second gateway process; BENCH_ONLY=ledger runs it alone.
+//
+// The budget phase (budget.go) drives the same load at a gateway with its budgets in
+// Redis for a client without a budget and one with a budget it never reaches, and
+// counts at Redis the calls a budget adds per request; BENCH_ONLY=budget runs it alone.
 package main
 
 import (
@@ -88,6 +92,7 @@ type settings struct {
 	translate    translateSpec
 	ledger       ledgerSpec
 	replicas     replicasSpec
+	budgetPhase  budgetSpec
 	budget       time.Duration // the whole run, a safety net over the sizes above
 	pprofDir     string
 	recordsOff   bool            // diagnostic: the gateway without Postgres records
@@ -96,7 +101,7 @@ type settings struct {
 }
 
 // phases BENCH_ONLY can name.
-var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail", "translate", "ledger", "replicas"}
+var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail", "translate", "ledger", "replicas", "budget"}
 
 // runs reports whether phase is part of this run.
 func (s settings) runs(phase string) bool { return len(s.only) == 0 || s.only[phase] }
@@ -109,13 +114,14 @@ func loadSettings() settings {
 		// a few hundred µs, and its per-round ratio spread 0.7-2.1x in one
 		// run; the median of three moved with a single disturbed round.
 		streamRates: []int{500, 1000}, streamDur: 3 * time.Second, streamRounds: 5,
-		hold:      holdSpec{streams: 2000, rampRate: 1000, hold: 4 * time.Second},
-		hanging:   hangingSpec{rate: 200, duration: 8 * time.Second, rounds: 3},
-		tail:      tailSpec{rate: 200, duration: 6 * time.Second, rounds: 3, warmup: 1500 * time.Millisecond},
-		translate: translateSpec{rate: 200, duration: 3 * time.Second, rounds: 3},
-		ledger:    ledgerSpec{rows: 1_000_000, samples: 300, warmup: 20},
-		replicas:  replicasSpec{attempts: 20000, conns: 48, duration: 3 * time.Second, rounds: 3, redisAddr: "127.0.0.1:6379"},
-		budget:    540 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
+		hold:        holdSpec{streams: 2000, rampRate: 1000, hold: 4 * time.Second},
+		hanging:     hangingSpec{rate: 200, duration: 8 * time.Second, rounds: 3},
+		tail:        tailSpec{rate: 200, duration: 6 * time.Second, rounds: 3, warmup: 1500 * time.Millisecond},
+		translate:   translateSpec{rate: 200, duration: 3 * time.Second, rounds: 3},
+		ledger:      ledgerSpec{rows: 1_000_000, samples: 300, warmup: 20},
+		replicas:    replicasSpec{attempts: 20000, conns: 48, duration: 3 * time.Second, rounds: 3, redisAddr: "127.0.0.1:6379"},
+		budgetPhase: budgetSpec{rate: 500, duration: 2500 * time.Millisecond, rounds: 5, sharedAddr: "127.0.0.1:6379"},
+		budget:      540 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
 		recordsOff: os.Getenv("BENCH_RECORDS") == "off",
 	}
 	if v := os.Getenv("BENCH_BIN"); v != "" {
@@ -140,6 +146,7 @@ func loadSettings() settings {
 		s.translate.duration, s.translate.rounds = 1500*time.Millisecond, 1
 		s.ledger.rows, s.ledger.samples, s.ledger.warmup = 200_000, 100, 10
 		s.replicas.attempts, s.replicas.duration, s.replicas.rounds = 4000, 1500*time.Millisecond, 1
+		s.budgetPhase.duration, s.budgetPhase.rounds = 1500*time.Millisecond, 2
 		s.budget = 100 * time.Second
 	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
@@ -150,6 +157,9 @@ func loadSettings() settings {
 	}
 	if s.pprofDir != "" {
 		s.budget += 30 * time.Second // two extra 12 s profiled runs
+	}
+	if s.runs("budget") {
+		s.budget += 60 * time.Second // a gateway with Redis, then ~35 s of runs
 	}
 	if s.runs("ledger") {
 		s.budget += 150 * time.Second // generating the ledger, then ~17 query shapes

@@ -135,6 +135,7 @@ type report struct {
 	tail      *tailResult    // nil when the phase did not run
 	translate *translateResult
 	replicas  *replicasResult // nil when the phase did not run
+	budget    *budgetResult   // nil when the phase did not run
 	notes     []string
 }
 
@@ -394,6 +395,9 @@ func (r *report) write(w io.Writer) {
 	if r.translate != nil {
 		r.translate.write(w)
 	}
+	if r.budget != nil {
+		r.budget.write(w)
+	}
 
 	fmt.Fprintln(w)
 	r.writeTargets(w)
@@ -471,6 +475,11 @@ func (r *report) errorKinds() []string {
 	if r.translate != nil {
 		for k, v := range r.translate.errs() {
 			out = append(out, fmt.Sprintf("gateway, %s: %d", k, v))
+		}
+	}
+	if r.budget != nil {
+		for k, v := range r.budget.errs() {
+			out = append(out, fmt.Sprintf("gateway with budgets, %s: %d", k, v))
 		}
 	}
 	sort.Strings(out)

@@ -31,5 +31,7 @@ var targetList = []targetSpec{
 	{"tail", "tail rescue: fewer than 10% extra upstream requests with hedging on", "< 10%"},
 	{"replicas", "shared admission: Redis round trips on the grant path ≤ 1 at p50", "≤ 1"},
 	{"translate", "translated stream: added time to first chunk p50 ≤ 1.3x the pass-through's", "≤ 1.3x"},
+	{"budget", "budget in Redis: script calls per budgeted request ≤ 1 to reserve + ≤ 1 to settle", "≤ 1 + ≤ 1"},
+	{"budget", "budget in Redis: p50 latency of a budgeted request ≤ 1.1x an unbudgeted one's", "≤ 1.1x"},
 	{"all", "zero errors (gateway requests; records dropped)", "0"},
 }

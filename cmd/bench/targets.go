@@ -75,6 +75,9 @@ func (r *report) targetRows() *table {
 	if r.translate != nil {
 		r.translate.writeTargets(tb, verdict)
 	}
+	if r.budget != nil {
+		r.budget.writeTargets(tb, verdict)
+	}
 	gwErrs := sumErrs(r.hold[gateway].errs)
 	for _, sc := range r.scenarios {
 		gwErrs += sc.per[gateway].errors()
@@ -90,6 +93,9 @@ func (r *report) targetRows() *table {
 	}
 	if r.translate != nil {
 		gwErrs += sumErrs(r.translate.errs())
+	}
+	if r.budget != nil {
+		gwErrs += sumErrs(r.budget.errs())
 	}
 	lost := r.records["gateway_report_dropped_total"]
 	tb.add("zero errors (gateway requests; records dropped)", fmt.Sprintf("%d errors; %.0f records dropped", gwErrs, lost),

@@ -60,6 +60,7 @@ func fakeFullReport(t *testing.T) *report {
 	r.tail = &tailResult{spec: s.tail, rounds: []tailRound{{}}}
 	r.replicas = &replicasResult{spec: s.replicas}
 	r.translate = &translateResult{spec: s.translate}
+	r.budget = &budgetResult{spec: s.budgetPhase}
 	return r
 }
 
@@ -146,4 +147,91 @@ func docTargets(t *testing.T, path string) []targetSpec {
 		t.Fatalf("%s: no table under a \"## Targets\" heading", path)
 	}
 	return out
+}
+
+// fakeBudgetRun is a run of n requests answered in p50 (all alike) during
+// which Redis counted per request scripts script calls, reserves HSETs,
+// settles HDELs and reads read events.
+func fakeBudgetRun(n int, p50 time.Duration, scripts, reserves, settles, reads float64) budgetRun {
+	var rr runResult
+	for range n {
+		rr.samples = append(rr.samples, sample{total: p50})
+	}
+	f := float64(n)
+	return budgetRun{run: rr, redis: redisCounts{scripts: scripts * f, reserves: reserves * f, settles: settles * f, reads: reads * f}}
+}
+
+// TestBudgetTargets checks the budget phase's two targets against made-up
+// rounds: the unbudgeted side pays one script call (the admission gate's
+// take) and 1.3 round trips per request, the budgeted side that plus what
+// each case says.
+func TestBudgetTargets(t *testing.T) {
+	cases := []struct {
+		name                                string
+		scripts, reserves, settles, reads   float64 // added per budgeted request
+		p50                                 time.Duration
+		wantCalls, wantLatency, wantMeasure string
+	}{
+		{"one reserve and one settle", 2, 1, 1, 2, 1050 * time.Microsecond, "met", "met", "2.000 round trips added"},
+		{"settles batched by four", 1.25, 1, 1, 1.25, 1050 * time.Microsecond, "met", "met", "1.000 + 0.250"},
+		{"a settle in two calls", 3, 1, 1, 3, 1050 * time.Microsecond, "**missed**", "met", "1.000 + 2.000"},
+		{"a reserve retried every request", 3, 2, 1, 3, 1050 * time.Microsecond, "**missed**", "met", "2.000 + 1.000"},
+		{"an extra plain command per request", 2, 1, 1, 3, 1050 * time.Microsecond, "**missed**", "met", "3.000 round trips added"},
+		{"p50 1.2x", 2, 1, 1, 2, 1200 * time.Microsecond, "met", "**missed**", "1.000 + 1.000"},
+		{"the unbudgeted side's calls moved", 2.05, 1, 1, 2.05, 1100 * time.Microsecond, "met", "met", "1.000 + 1.050"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := &budgetResult{redis: "test"}
+			for range 3 {
+				res.rounds = append(res.rounds, budgetRound{
+					free:     fakeBudgetRun(1000, time.Millisecond, 1, 0, 0, 1.3),
+					budgeted: fakeBudgetRun(1000, c.p50, 1+c.scripts, c.reserves, c.settles, 1.3+c.reads),
+				})
+			}
+			r := &report{budget: res, records: map[string]float64{}}
+			rows := r.targetRows().rows
+			calls, latency := rowOf(t, rows, "budget in Redis: script calls"), rowOf(t, rows, "budget in Redis: p50 latency")
+			if calls[2] != c.wantCalls || !strings.Contains(calls[1], c.wantMeasure) {
+				t.Errorf("calls row %q, want %s with %q", calls, c.wantCalls, c.wantMeasure)
+			}
+			if latency[2] != c.wantLatency {
+				t.Errorf("latency row %q, want %s", latency, c.wantLatency)
+			}
+		})
+	}
+	t.Run("not measured", func(t *testing.T) {
+		r := &report{budget: &budgetResult{err: "no Redis"}, records: map[string]float64{}}
+		rows := r.targetRows().rows
+		for _, prefix := range []string{"budget in Redis: script calls", "budget in Redis: p50 latency"} {
+			if row := rowOf(t, rows, prefix); row[2] != "not measured" {
+				t.Errorf("row %q, want not measured", row)
+			}
+		}
+	})
+}
+
+func rowOf(t *testing.T, rows [][]string, prefix string) []string {
+	t.Helper()
+	for _, row := range rows {
+		if strings.HasPrefix(row[0], prefix) {
+			return row
+		}
+	}
+	t.Fatalf("no target row starts with %q", prefix)
+	return nil
+}
+
+// TestParseRedisInfo reads the counters out of a Redis 7 INFO answer.
+func TestParseRedisInfo(t *testing.T) {
+	info := "# Stats\r\ntotal_commands_processed:900\r\ntotal_reads_processed:412\r\n\r\n# Commandstats\r\n" +
+		"cmdstat_evalsha:calls=200,usec=900,usec_per_call=4.50,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_eval:calls=3,usec=90,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hset:calls=100,usec=100,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hdel:calls=99,usec=99,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hget:calls=500,usec=99,usec_per_call=0.20,rejected_calls=0,failed_calls=0\r\n"
+	got, want := parseRedisInfo(info), redisCounts{scripts: 203, reserves: 100, settles: 99, reads: 412, usec: 990}
+	if got != want {
+		t.Errorf("parseRedisInfo = %+v, want %+v", got, want)
+	}
 }
