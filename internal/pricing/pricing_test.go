@@ -57,6 +57,12 @@ func TestLookup(t *testing.T) {
 		{"anthropic", "claude-3-5-haiku-20241022", true, 0.8},
 		{"anthropic", "claude-sonnet-4-5@20250929", true, 3},
 		{"bedrock", "anthropic.claude-3-5-sonnet-20241022-v2:0", true, 3},
+		// Cross-region inference profiles bill as the model they route to.
+		{"bedrock", "us.anthropic.claude-3-5-sonnet-20241022-v2:0", true, 3},
+		{"bedrock", "global.anthropic.claude-sonnet-4-5-20250929-v1:0", true, 3},
+		{"bedrock", "us-gov.anthropic.claude-3-5-sonnet-20241022-v2:0", true, 3},
+		{"bedrock", "xx.anthropic.claude-3-5-sonnet-20241022-v2:0", false, 0},
+		{"bedrock", "us.", false, 0},
 		{"openai", "gpt-nonexistent", false, 0},
 		{"anthropic", "gpt-4o", false, 0},
 	} {

@@ -31,10 +31,30 @@ func (t *Table) Lookup(vendor, model string) (Price, bool) {
 		return p, true
 	}
 	if base := BaseModel(model); base != model {
-		p, ok := m[base]
-		return p, ok
+		if p, ok := m[base]; ok {
+			return p, true
+		}
+	}
+	if id, ok := strings.CutPrefix(model, regionPrefix(model)); ok && id != model {
+		// A Bedrock cross-region inference profile ("us.anthropic.claude-…")
+		// is billed as the model it routes to.
+		return t.Lookup(vendor, id)
 	}
 	return Price{}, false
+}
+
+// regionPrefix is the geography of a Bedrock cross-region inference
+// profile id ("us.", "eu.", "apac.", "global."…), or "" for any other model.
+func regionPrefix(model string) string {
+	geo, rest, ok := strings.Cut(model, ".")
+	if !ok || !strings.Contains(rest, ".") { // the vendor's dot must follow
+		return ""
+	}
+	switch geo {
+	case "us", "eu", "apac", "global", "jp", "au", "ca", "us-gov":
+		return geo + "."
+	}
+	return ""
 }
 
 // Vendors lists the table's vendors, sorted.
