@@ -41,8 +41,9 @@ func wantFields(t *testing.T, what string, m map[string]any, want map[string]any
 // does, through the timeline and the list: a priced one whose cost and
 // cache and reasoning counts come back as written, an unpriced one with
 // usage (cost null, tokens present), and one without usage (all null). A
-// candidate the provider does not bill (failed before its commit point)
-// has cost 0, not null: the request's cost is known.
+// candidate the provider did not bill (failed before its commit point)
+// has neither usage nor cost, as the attempt loop records it, while its
+// request's cost is known.
 func TestCostColumnsRoundTrip(t *testing.T) {
 	dsn := migratedURL(t)
 	w, _ := newTestWriter(t, dsn, nil)
@@ -61,7 +62,6 @@ func TestCostColumnsRoundTrip(t *testing.T) {
 	// of docs/cost.md, cut and estimated.
 	failed := cand(priced, 0, "azure")
 	failed.Status, failed.StatusCode, failed.ErrorType = CandidateFailed, 500, ErrorTypeUpstreamHTTP
-	failed.HasCost = true
 	answered := cand(priced, 1, "openai")
 	answered.HasUsage, answered.PromptTokens, answered.CompletionTokens = true, 1000, 200
 	answered.CachedTokens, answered.CacheWriteTokens, answered.ReasoningTokens = 400, 30, 50
@@ -102,7 +102,7 @@ func TestCostColumnsRoundTrip(t *testing.T) {
 	if len(tl.Candidates) != 2 {
 		t.Fatalf("%d candidates, want 2", len(tl.Candidates))
 	}
-	wantFields(t, "unbilled candidate", jsonObject(t, tl.Candidates[0]), map[string]any{"cost_usd": 0.0,
+	wantFields(t, "unbilled candidate", jsonObject(t, tl.Candidates[0]), map[string]any{"cost_usd": nil,
 		"usage_estimated": false, "prompt_tokens": nil, "completion_tokens": nil, "cached_tokens": nil,
 		"cache_write_tokens": nil, "reasoning_tokens": nil})
 	wantFields(t, "answering candidate", jsonObject(t, tl.Candidates[1]), map[string]any{"cost_usd": 0.004,

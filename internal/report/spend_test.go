@@ -80,7 +80,7 @@ func writeSpendLedger(t *testing.T) *Writer {
 		}
 		for i, p := range s.providers {
 			c := Candidate{RequestID: id, Index: i, Provider: strings.TrimPrefix(p, "!"), Model: s.model, Status: CandidateSuccess,
-				StatusCode: 200, CreatedAt: at, StartedAt: at, HasCost: true}
+				StatusCode: 200, CreatedAt: at, StartedAt: at}
 			if strings.HasPrefix(p, "!") {
 				c.Status, c.StatusCode = CandidateFailed, 500
 			} else {
