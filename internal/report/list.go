@@ -130,7 +130,8 @@ func listSQL(f *ListFilter) (string, []any) {
 	limit := arg(f.Limit + 1) // one more tells whether there is a next page
 	return `SELECT r.id, r.created_at, r.model, r.route, r.stream, r.client, r.priority, r.status,
     r.status_code, r.error_type, r.latency_ms, r.first_byte_ms, r.candidate_count, r.total_tokens,
-    r.replica, COALESCE(p.providers, '{}') AS providers
+    r.replica, r.team, r.cost_usd::float8 AS cost_usd, r.usage_estimated, r.cached_tokens, r.reasoning_tokens,
+    COALESCE(p.providers, '{}') AS providers
 FROM (
     SELECT * FROM requests r` + cond + `
     ORDER BY r.created_at DESC, r.id DESC

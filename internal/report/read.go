@@ -37,6 +37,18 @@ type RequestSummary struct {
 	CandidateCount int32     `json:"candidate_count"`
 	TotalTokens    *int64    `json:"total_tokens"`
 	Replica        string    `json:"replica"`
+	// Team is the client's team when the request was served (null: none).
+	Team *string `json:"team"`
+	// The request's cost in USD, the sum of its billed attempts'
+	// (docs/cost.md); null when unknown: an unpriced model, or usage the
+	// provider did not send. UsageEstimated: some of it is an estimate (a
+	// stream cut before its usage arrived).
+	CostUSD        *float64 `json:"cost_usd"`
+	UsageEstimated bool     `json:"usage_estimated"`
+	// Cache reads inside the prompt's tokens and reasoning inside the
+	// completion's; null with the usage.
+	CachedTokens    *int64 `json:"cached_tokens"`
+	ReasoningTokens *int64 `json:"reasoning_tokens"`
 }
 
 // TimelineRequest is a row of requests: the summary and the columns only
@@ -46,6 +58,7 @@ type TimelineRequest struct {
 	ClientRequestID  *string    `json:"client_request_id"`
 	PromptTokens     *int64     `json:"prompt_tokens"`
 	CompletionTokens *int64     `json:"completion_tokens"`
+	CacheWriteTokens *int64     `json:"cache_write_tokens"`
 	FinishedAt       *time.Time `json:"finished_at"`
 }
 
@@ -70,18 +83,31 @@ type TimelineCandidate struct {
 	// ResumedFrom is the candidate_index whose cut stream this attempt
 	// continued; null for any other attempt.
 	ResumedFrom *int32 `json:"resumed_from"`
+	// The attempt's usage (null when it reported none) and its cost (null
+	// when unknown; 0 for an attempt the provider does not bill, one that
+	// failed before its commit point).
+	PromptTokens     *int64   `json:"prompt_tokens"`
+	CompletionTokens *int64   `json:"completion_tokens"`
+	CachedTokens     *int64   `json:"cached_tokens"`
+	CacheWriteTokens *int64   `json:"cache_write_tokens"`
+	ReasoningTokens  *int64   `json:"reasoning_tokens"`
+	CostUSD          *float64 `json:"cost_usd"`
+	UsageEstimated   bool     `json:"usage_estimated"`
 }
 
 // The reads' columns are named as the fields of the structs they fill (see
-// collectRows), in any order.
+// collectRows), in any order. cost_usd is numeric in the table and read as
+// float8: the JSON number the API shows.
 const selectRequestSQL = `SELECT id, client_request_id, created_at, model, route, replica, stream, client, priority,
     status, status_code, error_type, latency_ms, first_byte_ms, candidate_count,
-    prompt_tokens, completion_tokens, total_tokens, finished_at
+    prompt_tokens, completion_tokens, total_tokens, finished_at, team, cost_usd::float8 AS cost_usd,
+    usage_estimated, cached_tokens, cache_write_tokens, reasoning_tokens
 FROM requests WHERE id = $1`
 
 const selectCandidatesSQL = `SELECT candidate_index, retry_index, provider, endpoint, key_id, model,
     status, skip_reason, status_code, error_type, error_message, latency_ms, first_byte_ms,
-    started_at, finished_at, created_at, resumed_from
+    started_at, finished_at, created_at, resumed_from, prompt_tokens, completion_tokens,
+    cached_tokens, cache_write_tokens, reasoning_tokens, cost_usd::float8 AS cost_usd, usage_estimated
 FROM request_candidates WHERE request_id = $1
 ORDER BY candidate_index, retry_index`
 

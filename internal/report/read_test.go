@@ -82,11 +82,14 @@ func TestAdminReadsEveryColumn(t *testing.T) {
 		{kind: kindCandidate, cand: Candidate{RequestID: id, Index: 1, RetryIndex: 2, Provider: "prov", Endpoint: "https://up.example",
 			KeyID: "k1", Model: "up-model", Status: CandidateFailed, SkipReason: "sr", Resumed: true, ResumedFrom: 0, StatusCode: 503, ErrorType: ErrorTypeUpstreamHTTP,
 			ErrorMessage: "boom", Latency: 700 * time.Millisecond, FirstByte: 90 * time.Millisecond,
-			StartedAt: baseTime.Add(time.Second), FinishedAt: fin, CreatedAt: baseTime}},
+			StartedAt: baseTime.Add(time.Second), FinishedAt: fin, CreatedAt: baseTime,
+			HasUsage: true, PromptTokens: 30, CompletionTokens: 40, CachedTokens: 10, CacheWriteTokens: 5, ReasoningTokens: 20,
+			UsageEstimated: true, HasCost: true, CostUSD: 0.125}},
 		{kind: kindRequest, req: Request{ID: id, ClientRequestID: "cr-1", CreatedAt: baseTime, Model: "m", Route: "messages",
 			Replica: "gw-3", Stream: true, Client: "web", Priority: "interactive", Status: RequestFailed, StatusCode: 503,
 			ErrorType: ErrorTypeUpstreamHTTP, Latency: 1500 * time.Millisecond, FirstByte: 300 * time.Millisecond,
-			CandidateCount: 2, HasUsage: true, PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7, FinishedAt: fin}},
+			CandidateCount: 2, HasUsage: true, PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7, FinishedAt: fin,
+			Team: "search", CachedTokens: 1, CacheWriteTokens: 2, ReasoningTokens: 3, HasCost: true, CostUSD: 0.25, UsageEstimated: true}},
 	})
 	asMap := func(v any) map[string]any {
 		t.Helper()
@@ -117,13 +120,15 @@ func TestAdminReadsEveryColumn(t *testing.T) {
 	common := map[string]any{"id": id.String(), "created_at": created, "model": "m", "route": "messages", "replica": "gw-3",
 		"stream": true, "client": "web", "priority": "interactive", "status": "failed", "status_code": 503.0,
 		"error_type": ErrorTypeUpstreamHTTP, "latency_ms": 1500.0, "first_byte_ms": 300.0, "candidate_count": 2.0,
-		"total_tokens": 7.0}
+		"total_tokens": 7.0, "team": "search", "cost_usd": 0.25, "usage_estimated": true, "cached_tokens": 1.0,
+		"reasoning_tokens": 3.0}
 
 	tl, err := w.Timeline(context.Background(), id)
 	if err != nil {
 		t.Fatalf("Timeline: %v", err)
 	}
-	wantReq := map[string]any{"client_request_id": "cr-1", "prompt_tokens": 3.0, "completion_tokens": 4.0, "finished_at": finished}
+	wantReq := map[string]any{"client_request_id": "cr-1", "prompt_tokens": 3.0, "completion_tokens": 4.0, "finished_at": finished,
+		"cache_write_tokens": 2.0}
 	for k, v := range common {
 		wantReq[k] = v
 	}
@@ -135,7 +140,8 @@ func TestAdminReadsEveryColumn(t *testing.T) {
 		"provider": "prov", "endpoint": "https://up.example", "key_id": "k1", "model": "up-model", "status": "failed",
 		"skip_reason": "sr", "status_code": 503.0, "error_type": ErrorTypeUpstreamHTTP, "error_message": "boom",
 		"latency_ms": 700.0, "first_byte_ms": 90.0, "started_at": started, "finished_at": finished, "created_at": created,
-		"resumed_from": 0.0})
+		"resumed_from": 0.0, "prompt_tokens": 30.0, "completion_tokens": 40.0, "cached_tokens": 10.0, "cache_write_tokens": 5.0,
+		"reasoning_tokens": 20.0, "usage_estimated": true, "cost_usd": 0.125})
 
 	page, err := w.ListRequests(context.Background(), ListFilter{})
 	if err != nil {

@@ -112,10 +112,14 @@ func (w *Writer) SpendSeries(ctx context.Context, by string, since time.Time, bu
 		return nil, err
 	}
 	where := "created_at >= $1"
+	count := "count(*)"
 	if table == "request_candidates" {
+		// As in Spend: a request whose attempts billed one provider twice
+		// (a cut stream resumed there) is one request of that provider.
 		where += " AND prompt_tokens IS NOT NULL"
+		count = "count(DISTINCT request_id)"
 	}
-	q := `SELECT date_bin($2::interval, created_at, $1), ` + group + `, coalesce(sum(cost_usd), 0)::float8, count(*)
+	q := `SELECT date_bin($2::interval, created_at, $1), ` + group + `, coalesce(sum(cost_usd), 0)::float8, ` + count + `
 	FROM ` + table + ` WHERE ` + where + ` GROUP BY 1, 2 ORDER BY 1, 2`
 	rows, err := pool.Query(ctx, q, since, bucket)
 	if err != nil {

@@ -8,12 +8,14 @@ import { setText, fmtTime } from './dom.js';
 import { OverviewView } from './overview.js';
 import { RequestsView } from './requests.js';
 import { RequestView } from './request.js';
+import { SpendView } from './spend.js';
 
 const REFRESH_MS = 5000;
 
 const $ = (id) => document.getElementById(id);
 
-// parseRoute reads location.hash: #/overview, #/requests?status=..., #/requests/<id>.
+// parseRoute reads location.hash: #/overview, #/requests?status=..., #/requests/<id>,
+// #/spend?by=team&window=24h.
 export function parseRoute(hash) {
   const raw = (hash || '').replace(/^#\/?/, '');
   const [path, query = ''] = raw.split('?');
@@ -21,10 +23,11 @@ export function parseRoute(hash) {
   const params = new URLSearchParams(query);
   if (parts[0] === 'requests' && parts[1]) return { name: 'request', id: parts[1], params };
   if (parts[0] === 'requests') return { name: 'requests', params };
+  if (parts[0] === 'spend') return { name: 'spend', params };
   return { name: 'overview', params };
 }
 
-const views = { overview: OverviewView, requests: RequestsView, request: RequestView };
+const views = { overview: OverviewView, requests: RequestsView, request: RequestView, spend: SpendView };
 
 let current = null; // the view shown
 let currentName = '';
@@ -129,7 +132,7 @@ function route() {
     return;
   }
   const r = parseRoute(location.hash);
-  for (const name of ['overview', 'requests']) {
+  for (const name of ['overview', 'requests', 'spend']) {
     const active = r.name === name || (name === 'requests' && r.name === 'request');
     const link = $(`nav-${name}`);
     if (active) link.setAttribute('aria-current', 'page');

@@ -100,6 +100,19 @@ export function fmtNum(n) {
   return Number(n).toLocaleString('en-US');
 }
 
+// fmtUSD shows a cost in dollars: cents from a dollar up; below, four
+// significant digits, so a request of a few hundred tokens does not read
+// $0.00 (0.0045 is "$0.0045", 1.25e-6 "$0.00000125"). Unknown (null: an
+// unpriced model, or no usage) is a dash; an estimate says so.
+export function fmtUSD(x, estimated = false) {
+  if (x === null || x === undefined || Number.isNaN(Number(x))) return '–';
+  const v = Number(x);
+  const a = Math.abs(v);
+  const digits = a >= 1 || a === 0 ? 2 : Math.min(12, Math.max(2, 3 - Math.floor(Math.log10(a))));
+  const t = `$${v.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: digits })}`;
+  return estimated ? `${t} (est.)` : t;
+}
+
 export function fmtPct(x) {
   if (x === null || x === undefined || Number.isNaN(x)) return '–';
   return `${(x * 100).toFixed(x > 0 && x < 0.1 ? 1 : 0)}%`;

@@ -5,8 +5,9 @@ import {
   fmtSeconds, fmtNum, fmtPct, fmtMs, fmtTime, fmtIn, parseGoDuration,
 } from './dom.js';
 
-// section builds a titled block with a note line and an error line.
-function section(id, title) {
+// section builds a titled block with a note line and an error line (the
+// spend screen shares it and the helpers below).
+export function section(id, title) {
   const heading = h('h2', { id: `${id}-h`, text: title });
   const note = h('span', { class: 'section-note', id: `${id}-note` });
   const error = h('p', { class: 'error', id: `${id}-error`, role: 'alert', hidden: true });
@@ -16,26 +17,26 @@ function section(id, title) {
   return { el, note, error, body };
 }
 
-function showSectionError(sec, err) {
+export function showSectionError(sec, err) {
   sec.error.hidden = false;
   setText(sec.error, err.status === 501
     ? `Not available from this gateway yet (${err.message}).`
     : `Could not load: ${err.message}`);
 }
 
-function clearSectionError(sec) {
+export function clearSectionError(sec) {
   sec.error.hidden = true;
   setText(sec.error, '');
 }
 
-function table(caption, headers) {
+export function table(caption, headers) {
   const tbody = h('tbody');
   const ths = headers.map(([label, cls]) => h('th', { scope: 'col', class: cls || null, text: label }));
   const t = h('table', {}, h('caption', { class: 'visually-hidden', text: caption }), h('thead', {}, h('tr', {}, ths)), tbody);
   return { wrap: h('div', { class: 'table-wrap' }, t), tbody, ths };
 }
 
-function cells(tr, n) {
+export function cells(tr, n) {
   while (tr.children.length < n) tr.append(h('td'));
   return Array.from(tr.children);
 }

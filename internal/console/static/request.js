@@ -1,7 +1,7 @@
 // A request: its summary and its candidate timeline, one bar per attempt on
 // the request's time axis, skipped and unused candidates as markers.
 import { api } from './api.js';
-import { h, s, setText, setAttr, reconcile, swapIfChanged, badge, fmtMs, fmtNum, fmtTime } from './dom.js';
+import { h, s, setText, setAttr, reconcile, swapIfChanged, badge, fmtMs, fmtNum, fmtTime, fmtUSD } from './dom.js';
 
 // The statuses a candidate can have, in the legend's order, with how each
 // is drawn: a bar for the attempted ones, a marker for the others.
@@ -44,7 +44,27 @@ function candidateText(c) {
   if (c.error_type) parts.push(c.error_type);
   if (c.latency_ms !== null && c.latency_ms !== undefined) parts.push(`${fmtMs(c.latency_ms)}`);
   if (c.first_byte_ms !== null && c.first_byte_ms !== undefined) parts.push(`first byte ${fmtMs(c.first_byte_ms)}`);
+  if (c.started_at) parts.push(candidateCost(c, true));
   return parts.join(' · ');
+}
+
+// candidateCost is what an attempt cost. Without a cost, an attempt that
+// reported no usage and did not answer failed before its commit point:
+// providers do not bill those (docs/cost.md). Otherwise the cost is
+// unknown: an unpriced model, or an answer without usage.
+function candidateCost(c, prefix) {
+  if (c.cost_usd !== null && c.cost_usd !== undefined) return `${prefix ? 'cost ' : ''}${fmtUSD(c.cost_usd, c.usage_estimated)}`;
+  if (!c.started_at) return '–';
+  if ((c.prompt_tokens === null || c.prompt_tokens === undefined) && c.status !== 'success') return 'not billed';
+  return prefix ? 'cost unknown' : 'unknown';
+}
+
+// tokens is an attempt's usage as "prompt / completion" (with the cached
+// share of the prompt when there is one); a dash when it reported none.
+function tokens(c) {
+  if (c.prompt_tokens === null || c.prompt_tokens === undefined) return '–';
+  const cached = c.cached_tokens ? ` (${fmtNum(c.cached_tokens)} cached)` : '';
+  return `${fmtNum(c.prompt_tokens)}${cached} / ${fmtNum(c.completion_tokens)}`;
 }
 
 const label = (c) => `#${c.candidate_index}${c.retry_index ? `.${c.retry_index}` : ''} ${c.provider}`;
@@ -62,7 +82,8 @@ export class RequestView {
     this.chart = h('div', { id: 'timeline' });
     this.tbody = h('tbody');
     const cols = [['#'], ['Provider'], ['Key'], ['Model'], ['Status'], ['Skip reason'], ['Code', 'num'],
-      ['Error type'], ['Error message'], ['Started', 'num'], ['Latency', 'num'], ['First byte', 'num']];
+      ['Error type'], ['Error message'], ['Started', 'num'], ['Latency', 'num'], ['First byte', 'num'],
+      ['Tokens (in / out)', 'num'], ['Cost', 'num']];
     this.table = h('table', { id: 'candidates-table' },
       h('caption', { class: 'visually-hidden', text: 'Candidates in plan order' }),
       h('thead', {}, h('tr', {}, cols.map(([l, c]) => h('th', { scope: 'col', class: c || null, text: l })))),
@@ -99,8 +120,9 @@ export class RequestView {
     reconcile(this.tbody, tl.candidates, (c) => `${c.candidate_index}.${c.retry_index}`,
       () => {
         const tr = h('tr');
-        for (let i = 0; i < 12; i++) tr.append(h('td'));
-        for (const i of [6, 9, 10, 11]) tr.children[i].className = 'num';
+        for (let i = 0; i < 14; i++) tr.append(h('td'));
+        for (const i of [6, 9, 10, 11, 12, 13]) tr.children[i].className = 'num';
+        tr.children[13].classList.add('cost');
         return tr;
       },
       (tr, c) => {
@@ -122,6 +144,8 @@ export class RequestView {
         setText(td[9], c.started_at ? `+${fmtMs(ms(c.started_at) - t0)}` : '–');
         setText(td[10], fmtMs(c.latency_ms));
         setText(td[11], fmtMs(c.first_byte_ms));
+        setText(td[12], tokens(c));
+        setText(td[13], candidateCost(c, false));
         setAttr(tr, 'data-status', c.status);
         setAttr(tr, 'data-provider', c.provider);
       });
@@ -134,6 +158,9 @@ export class RequestView {
       ['Priority', r.priority || '–'], ['Created', fmtTime(r.created_at, true)], ['Finished', fmtTime(r.finished_at, true)],
       ['Latency', fmtMs(r.latency_ms)], ['First byte', fmtMs(r.first_byte_ms)], ['Candidates', fmtNum(r.candidate_count)],
       ['Tokens (prompt / completion / total)', `${fmtNum(r.prompt_tokens)} / ${fmtNum(r.completion_tokens)} / ${fmtNum(r.total_tokens)}`],
+      ['Tokens (cached / cache write / reasoning)', `${fmtNum(r.cached_tokens)} / ${fmtNum(r.cache_write_tokens)} / ${fmtNum(r.reasoning_tokens)}`],
+      ['Cost', h('span', { id: 'request-cost', text: r.cost_usd === null || r.cost_usd === undefined ? 'unknown' : fmtUSD(r.cost_usd, r.usage_estimated) })],
+      ['Team', r.team || '–'],
       ['Client request id', r.client_request_id || '–'],
     ];
     swapIfChanged(this.summary, JSON.stringify(r), () => items.map(([k, v]) =>

@@ -1,7 +1,7 @@
 // Requests: the newest first, filtered by status, model, provider and
 // client, paged by the list's next_before cursor.
 import { api } from './api.js';
-import { h, setText, setAttr, reconcile, badge, fmtMs, fmtNum, fmtTime } from './dom.js';
+import { h, setText, setAttr, reconcile, badge, fmtMs, fmtNum, fmtTime, fmtUSD } from './dom.js';
 
 const FILTERS = ['status', 'model', 'provider', 'client'];
 const STATUSES = ['success', 'failed', 'cancelled', 'pending'];
@@ -55,7 +55,7 @@ export class RequestsView {
     this.tbody = h('tbody');
     const cols = [['Created'], ['Request'], ['Model'], ['Route'], ['Client'], ['Status'], ['Code', 'num'],
       ['Error type'], ['Latency', 'num'], ['First byte', 'num'], ['Candidates', 'num'], ['Providers'],
-      ['Tokens', 'num'], ['Replica']];
+      ['Tokens', 'num'], ['Cost', 'num'], ['Replica']];
     const table = h('table', { id: 'requests-table' },
       h('caption', { class: 'visually-hidden', text: 'Requests, newest first; each id links to its candidate timeline' }),
       h('thead', {}, h('tr', {}, cols.map(([l, c]) => h('th', { scope: 'col', class: c || null, text: l })))),
@@ -134,7 +134,7 @@ export class RequestsView {
       `${this.params.get('before') ? ', an older page' : ', newest first'}` +
       `${filters.length ? ' · ' + filters.join(', ') : ''}${this.nextBefore ? '' : ' · last page'}`);
     if (rows.length === 0) {
-      this.tbody.replaceChildren(h('tr', { 'data-key': '' }, h('td', { colspan: 14, class: 'muted', text: 'No requests match.' })));
+      this.tbody.replaceChildren(h('tr', { 'data-key': '' }, h('td', { colspan: 15, class: 'muted', text: 'No requests match.' })));
       return;
     }
     reconcile(this.tbody, rows, (r) => r.id, (r) => row(r), updateRow);
@@ -151,12 +151,13 @@ export class RequestsView {
 
 function row(r) {
   const tr = h('tr', { 'data-id': r.id });
-  for (let i = 0; i < 14; i++) tr.append(h('td'));
+  for (let i = 0; i < 15; i++) tr.append(h('td'));
   const c = tr.children;
   c[1].append(h('a', { class: 'mono', href: `#/requests/${encodeURIComponent(r.id)}`, text: r.id }));
-  for (const i of [6, 8, 9, 10, 12]) c[i].className = 'num';
+  for (const i of [6, 8, 9, 10, 12, 13]) c[i].className = 'num';
   // The id (36 characters), the error type and the provider chain may
-  // break, so the fourteen columns fit a 1280 px window.
+  // break, so the fifteen columns fit a 1280 px window.
+  c[13].classList.add('cost');
   c[1].className = 'id';
   for (const i of [7, 11]) c[i].className = 'wrap-s';
   return tr;
@@ -179,6 +180,8 @@ function updateRow(tr, r) {
   setText(c[10], fmtNum(r.candidate_count));
   setText(c[11], (r.providers || []).join(' → ') || '–');
   setText(c[12], fmtNum(r.total_tokens));
-  setText(c[13], r.replica || '–');
+  // Null: unknown (an unpriced model, or no usage), not free.
+  setText(c[13], fmtUSD(r.cost_usd, r.usage_estimated));
+  setText(c[14], r.replica || '–');
   setAttr(tr, 'data-status', r.status);
 }
