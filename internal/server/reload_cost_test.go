@@ -253,8 +253,11 @@ func TestPricesFileRefused(t *testing.T) {
 			assertCost(t, g, 2, 8, "after the refused reload")
 		})
 	}
+	// The routes file back to the one in service, the prices file fixed:
+	// SIGHUP reads the prices again (before, the unchanged routes file
+	// made it a no-op, and a prices file fixed alone was never read).
 	writePrices([]byte("openai:\n  up-primary-mini: { input: 5, output: 20 }\n"))
-	write(pricesRoutes + "# the prices fixed\n")
+	write(pricesRoutes)
 	if err := g.Reload(server.TriggerSignal); err != nil {
 		t.Fatal(err)
 	}
