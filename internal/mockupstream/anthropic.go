@@ -70,7 +70,8 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	m.completion = completion{id: c.id, model: req.Model, identity: c.b.Identity, chunks: c.b.Chunks, promptN: promptTokens(c.body)}
+	m.completion = completion{id: c.id, model: req.Model, identity: c.b.Identity, chunks: c.b.Chunks, promptN: promptTokens(c.body),
+		extra: tokensOf(&c.b)}
 	if !c.prefill(&m.completion) {
 		return
 	}
@@ -105,12 +106,13 @@ func parseMessages(body []byte, req *messagesRequest) string {
 	return ""
 }
 
-// outputTokens is the fake output_tokens: one per chunk, one per tool input fragment.
+// outputTokens is the fake output_tokens: one per chunk, one per tool input fragment,
+// and the reasoning (Behavior.ReasoningTokens), which Anthropic counts as output.
 func (m *message) outputTokens() int {
 	if m.tool != "" {
-		return m.chunks + toolFragments
+		return m.chunks + toolFragments + m.extra.reasoning
 	}
-	return m.chunks
+	return m.chunks + m.extra.reasoning
 }
 
 func (m *message) stopReason() string {
@@ -139,7 +141,7 @@ func (m *message) appendBody(dst []byte) []byte {
 	dst = append(dst, `],"stop_reason":"`...)
 	dst = append(dst, m.stopReason()...)
 	dst = append(dst, `","stop_sequence":null,"usage":{"input_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(m.promptN), 10)
+	dst = m.appendAnthropicCache(strconv.AppendInt(dst, int64(m.promptN), 10))
 	dst = append(dst, `,"output_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(m.outputTokens()), 10)
 	return append(dst, "}}\n"...)
@@ -233,7 +235,7 @@ func (m *message) appendMessageStart(dst []byte) []byte {
 	dst = append(dst, `","type":"message","role":"assistant","model":`...)
 	dst = appendJSONString(dst, m.model)
 	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(m.promptN), 10)
+	dst = m.appendAnthropicCache(strconv.AppendInt(dst, int64(m.promptN), 10))
 	return append(dst, `,"output_tokens":1}}}`+"\n\n"...)
 }
 

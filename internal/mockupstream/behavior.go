@@ -156,6 +156,10 @@ type Behavior struct {
 	// RejectPrefill and RepeatOnPrefill: how a request with a prefill is
 	// failed (prefill.go).
 	RejectPrefill, RepeatOnPrefill bool
+	// CachedTokens, CacheWriteTokens and ReasoningTokens put cache reads, cache writes
+	// and reasoning into every answer's usage, stream and not, where each vendor reports
+	// them (usagetokens.go): a test can then assert what a gateway bills for them.
+	CachedTokens, CacheWriteTokens, ReasoningTokens int
 }
 
 // ToolUseFirst as Behavior.ToolUse calls the first tool the request offers.
@@ -278,6 +282,8 @@ func (b Behavior) Validate() error {
 		{"StallAfterChunks", b.StallAfterChunks}, {"ResetAfterChunks", b.ResetAfterChunks},
 		{"ErrorAfterChunks", b.ErrorAfterChunks}, {"EndAfterChunks", b.EndAfterChunks},
 		{"FailFirst", b.FailFirst}, {"MalformedAfterChunks", b.MalformedAfterChunks},
+		{"CachedTokens", b.CachedTokens}, {"CacheWriteTokens", b.CacheWriteTokens},
+		{"ReasoningTokens", b.ReasoningTokens},
 	}
 	for _, f := range counts {
 		if err := checkCount(f.n); err != nil {
@@ -445,6 +451,9 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 	boolean(HeaderResetBeforeHeaders, &b.ResetBeforeHeaders)
 	boolean(HeaderHangBeforeHeaders, &b.HangBeforeHeaders)
 	boolean(HeaderOmitFinishReason, &b.OmitFinishReason)
+	count(HeaderCachedTokens, &b.CachedTokens)
+	count(HeaderCacheWriteTokens, &b.CacheWriteTokens)
+	count(HeaderReasoningTokens, &b.ReasoningTokens)
 	if v, ok := headerValue(h, HeaderDownUntil); ok && err == nil {
 		t, perr := time.Parse(time.RFC3339Nano, v)
 		if perr != nil {

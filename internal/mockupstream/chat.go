@@ -56,6 +56,7 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 		chunks:   c.b.Chunks,
 		promptN:  promptTokens(c.body),
 		noFinish: c.b.OmitFinishReason,
+		extra:    tokensOf(&c.b),
 	}
 	if len(req.Tools) > 2 { // neither absent, null nor []
 		comp.tool = chatToolCall(c.body)

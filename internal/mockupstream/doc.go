@@ -42,6 +42,23 @@
 // and can be overridden per request with X-Mock-* headers (see the Header* constants),
 // so one mock process can serve a whole test matrix.
 //
+// Usage: prompt tokens are (body bytes + 3) / 4, output tokens one per chunk (per word
+// non-stream). Cache reads, cache writes and reasoning are added where each vendor
+// reports them (usagetokens.go), stream and non-stream:
+//
+//	header / Behavior field                  OpenAI chat, Responses           Anthropic messages
+//	X-Mock-Cached-Tokens / CachedTokens       prompt_tokens_details.cached_    cache_read_input_tokens,
+//	                                          tokens (input_tokens_details),   beside input_tokens
+//	                                          inside prompt_tokens
+//	X-Mock-Cache-Write-Tokens /               inside prompt_tokens only (no    cache_creation_input_tokens,
+//	CacheWriteTokens                          field: billed as input)          beside input_tokens
+//	X-Mock-Reasoning-Tokens / ReasoningTokens completion_tokens_details.       inside output_tokens (no
+//	                                          reasoning_tokens (output_tokens_ field: thinking is output)
+//	                                          details), inside completion_tokens
+//
+// An Anthropic stream carries the cache counts in message_start, the output in
+// message_delta. Zero counts (the default) leave the usage objects as they were.
+//
 // Per model: a gateway's fallback model often sits on the same provider and key as its
 // primary, so both reach one mock with the same forwarded headers, and only the body's
 // "model" tells them apart. SetModelBehavior (POST /mock/behavior?model=) gives a model

@@ -35,8 +35,9 @@ type completion struct {
 	// usageNull ends every chunk before the usage chunk with "usage":null,
 	// as OpenAI does when stream_options.include_usage is true.
 	usageNull bool
-	noFinish  bool // Behavior.OmitFinishReason: the last chunk's finish_reason is null
-	from      int  // the first content chunk sent: a prefill's continuation (prefill.go); 0 is 1
+	noFinish  bool        // Behavior.OmitFinishReason: the last chunk's finish_reason is null
+	from      int         // the first content chunk sent: a prefill's continuation (prefill.go); 0 is 1
+	extra     usageTokens // cache and reasoning counts (usagetokens.go)
 }
 
 // closeChunk ends a chunk's choices array and the chunk.
@@ -50,12 +51,20 @@ func (c *completion) closeChunk(dst []byte) []byte {
 // appendUsage writes fake but deterministic counts, so a test can assert that usage
 // travelled through the gateway unchanged.
 func (c *completion) appendUsage(dst []byte) []byte {
+	prompt, out := c.openAIPrompt(), c.openAIOutput()
 	dst = append(dst, `"usage":{"prompt_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(c.promptN), 10)
+	dst = strconv.AppendInt(dst, int64(prompt), 10)
 	dst = append(dst, `,"completion_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(c.chunks), 10)
+	dst = strconv.AppendInt(dst, int64(out), 10)
 	dst = append(dst, `,"total_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(c.promptN+c.chunks), 10)
+	dst = strconv.AppendInt(dst, int64(prompt+out), 10)
+	if !c.extra.zero() {
+		dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(c.extra.cached), 10)
+		dst = append(dst, `},"completion_tokens_details":{"reasoning_tokens":`...)
+		dst = strconv.AppendInt(dst, int64(c.extra.reasoning), 10)
+		dst = append(dst, '}')
+	}
 	return append(dst, '}')
 }
 

@@ -56,6 +56,7 @@ func (s *Server) serveResponses(w http.ResponseWriter, r *http.Request) {
 		identity: c.b.Identity,
 		chunks:   c.b.Chunks,
 		promptN:  promptTokens(c.body),
+		extra:    tokensOf(&c.b),
 	}}
 	if len(req.Tools) > 2 { // neither absent, null nor []
 		p.tool = responsesToolCall(c.body)
@@ -198,11 +199,15 @@ func (p *response) appendObject(dst []byte, status string) []byte {
 	dst = append(dst, `,"output":[`...)
 	dst = p.appendOutputItem(dst)
 	dst = append(dst, `],"usage":{"input_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(p.promptN), 10)
-	dst = append(dst, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(p.chunks), 10)
-	dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(p.promptN+p.chunks), 10)
+	dst = strconv.AppendInt(dst, int64(p.openAIPrompt()), 10)
+	dst = append(dst, `,"input_tokens_details":{"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(p.extra.cached), 10)
+	dst = append(dst, `},"output_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(p.openAIOutput()), 10)
+	dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(p.extra.reasoning), 10)
+	dst = append(dst, `},"total_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(p.openAIPrompt()+p.openAIOutput()), 10)
 	return append(dst, "}}"...)
 }
 

@@ -90,22 +90,42 @@ func TestDefaultTable(t *testing.T) {
 	}
 }
 
+// TestParseErrors: a malformed price file names the field (vendor, model,
+// field) and its line, and says what is wrong in the user's terms.
 func TestParseErrors(t *testing.T) {
-	for _, tc := range []struct{ in, path string }{
-		{"openai:\n  m: { input: x, output: 1 }", "openai.m"},
-		{"openai:\n  m: { input: -1, output: 1 }", "openai.m.input"},
-		{"openai:\n  m: { input: 1 }", "openai.m.output"},
-		{"openai:\n  m: { input: 1, output: 1, inptu: 2 }", "openai.m.inptu"},
-		{"openai:\n  m: { input: 10001, output: 1 }", "openai.m.input"},
-		{"openai:\n  m: { input: 1, output: 1, request: 101 }", "openai.m.request"},
-		{"openai: {}", "openai"},
-		{"[1]", "(file)"},
+	for _, tc := range []struct{ in, path, want string }{
+		{"openai:\n  m: { input: x, output: 1 }", "openai.m.input", `line 2: openai.m.input: "x" is not a number`},
+		{"openai:\n  m: { input: \"NaN\", output: 1 }", "openai.m.input", `line 2: openai.m.input: "NaN" is not a number (write it without quotes)`},
+		{"openai:\n  m: { input: \"2.5\", output: 1 }", "openai.m.input", `line 2: openai.m.input: "2.5" is not a number (write it without quotes)`},
+		{"openai:\n  m: { input: .nan, output: 1 }", "openai.m.input", `line 2: openai.m.input: must be a number from 0 to 10000, got NaN`},
+		{"openai:\n  m: { input: 1, output: .inf }", "openai.m.output", `line 2: openai.m.output: must be a number from 0 to 10000, got +Inf`},
+		{"openai:\n  m: { input: -1, output: 1 }", "openai.m.input", `line 2: openai.m.input: must be a number from 0 to 10000, got -1`},
+		{"openai:\n  m:\n    input: 1\n    output: [1]", "openai.m.output", `line 4: openai.m.output: must be a number, not a list`},
+		{"openai:\n  m: { input: 1, output: 1, cached_input: { a: 1 } }", "openai.m.cached_input", `line 2: openai.m.cached_input: must be a number, not a mapping`},
+		{"openai:\n  m: { input: 1 }", "openai.m.output", `line 2: openai.m.output: is required`},
+		{"openai:\n  m: { input: 1, output: 1, inptu: 2 }", "openai.m.inptu", ""},
+		{"openai:\n  m: { input: 1, output: 1, input: 2 }", "openai.m.input", `line 2: openai.m.input: is written twice`},
+		{"openai:\n  m: { input: 1, output: 1 }\n  m: { input: 2, output: 2 }", "openai.m", `line 3: openai.m: is listed twice`},
+		{"openai:\n  m: { input: 10001, output: 1 }", "openai.m.input", ""},
+		{"openai:\n  m: { input: 1, output: 1, request: 101 }", "openai.m.request", `line 2: openai.m.request: must be a number from 0 to 100, got 101`},
+		{"openai:\n  m: { input: 1, output: 1, source: [x] }", "openai.m.source", ""},
+		{"openai:\n  m: 5", "openai.m", ""},
+		{"openai: {}", "openai", ""},
+		{"[1]", "(file)", ""},
 	} {
 		_, err := Parse([]byte(tc.in))
 		var fe *FieldError
 		if !errors.As(err, &fe) || fe.Path != tc.path {
 			t.Errorf("Parse(%q) = %v, want a FieldError at %s", tc.in, err, tc.path)
+		} else if tc.want != "" && err.Error() != tc.want {
+			t.Errorf("Parse(%q)\n got %s\nwant %s", tc.in, err, tc.want)
 		}
+	}
+	// null is as if left out: cached_input takes input.
+	if p, err := Parse([]byte("openai:\n  m: { input: 2, output: 3, cached_input: null }")); err != nil {
+		t.Fatal(err)
+	} else if got, _ := p.Lookup("openai", "m"); got.CachedInput != 2 {
+		t.Errorf("cached_input null: %+v", got)
 	}
 	p, err := Parse([]byte("as_of: 2026-01-01\nopenai:\n  m: { input: 2, output: 3 }"))
 	if err != nil {

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -84,10 +85,18 @@ var dateSuffix = regexp.MustCompile(`(-\d{4}-\d{2}-\d{2}|-\d{8}|@\d{8})$`)
 func BaseModel(model string) string { return dateSuffix.ReplaceAllString(model, "") }
 
 // FieldError names what is wrong in a price file, by path
-// (openai.gpt-4o.input).
-type FieldError struct{ Path, Message string }
+// (openai.gpt-4o.input) and, when known, line.
+type FieldError struct {
+	Path, Message string
+	Line          int // 1-based; 0 when the error is about the whole file
+}
 
-func (e *FieldError) Error() string { return e.Path + ": " + e.Message }
+func (e *FieldError) Error() string {
+	if e.Line > 0 {
+		return "line " + strconv.Itoa(e.Line) + ": " + e.Path + ": " + e.Message
+	}
+	return e.Path + ": " + e.Message
+}
 
 // ErrTooLarge refuses a price file over MaxFileBytes.
 var ErrTooLarge = errors.New("price file larger than 4 MiB")
@@ -112,24 +121,22 @@ func Load(path string) (*Table, error) {
 	return Parse(b)
 }
 
-// entry is one model's line of a price file.
-type entry struct {
-	Input       *float64 `yaml:"input"`
-	Output      *float64 `yaml:"output"`
-	CachedInput *float64 `yaml:"cached_input"`
-	CacheWrite  *float64 `yaml:"cache_write"`
-	Request     *float64 `yaml:"request"`
-	AsOf        string   `yaml:"as_of"`
-	Source      string   `yaml:"source"`
+// priceFields are a price file entry's numbers, in the order errors name
+// them, with their bounds.
+type priceField struct {
+	name  string
+	limit float64
 }
 
-var entryFields = map[string]bool{"input": true, "output": true, "cached_input": true, "cache_write": true,
-	"request": true, "as_of": true, "source": true}
+var priceFields = []priceField{{"input", MaxPrice}, {"output", MaxPrice}, {"cached_input", MaxPrice}, {"cache_write", MaxPrice}, {"request", MaxRequest}}
+
+const knownFields = "input, output, cached_input, cache_write, request, as_of, source"
 
 // Parse reads a price table: an optional top-level as_of (the default date
 // of its entries), then vendor → model → {input, output, cached_input,
 // cache_write, request, as_of, source}. input and output are required;
-// cached_input and cache_write default to input, request to 0.
+// cached_input and cache_write default to input, request to 0. An error is
+// a *FieldError naming the vendor, model and field, and its line.
 func Parse(data []byte) (*Table, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -140,27 +147,37 @@ func Parse(data []byte) (*Table, error) {
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
-		return nil, &FieldError{Path: "(file)", Message: "must be a mapping of vendor to models"}
+		return nil, &FieldError{Path: "(file)", Message: "must be a mapping of vendor to models", Line: root.Line}
 	}
 	t := &Table{prices: map[string]map[string]Price{}}
 	asOf := ""
 	for i := 0; i+1 < len(root.Content); i += 2 {
-		if k := root.Content[i].Value; k == "as_of" {
-			asOf = root.Content[i+1].Value
+		if k, v := root.Content[i], root.Content[i+1]; k.Value == "as_of" {
+			if v.Kind != yaml.ScalarNode {
+				return nil, &FieldError{Path: "as_of", Message: "must be a date such as 2026-01-31", Line: v.Line}
+			}
+			asOf = v.Value
 		}
 	}
 	for i := 0; i+1 < len(root.Content); i += 2 {
-		vendor, models := root.Content[i].Value, root.Content[i+1]
+		key, models := root.Content[i], root.Content[i+1]
+		vendor := key.Value
 		if vendor == "as_of" {
 			continue
 		}
+		if _, dup := t.prices[vendor]; dup {
+			return nil, &FieldError{Path: vendor, Message: "is listed twice", Line: key.Line}
+		}
 		if models.Kind != yaml.MappingNode || len(models.Content) == 0 {
-			return nil, &FieldError{Path: vendor, Message: "must be a non-empty mapping of model to prices"}
+			return nil, &FieldError{Path: vendor, Message: "must be a non-empty mapping of model to prices", Line: models.Line}
 		}
 		m := map[string]Price{}
 		for j := 0; j+1 < len(models.Content); j += 2 {
-			model, n := models.Content[j].Value, models.Content[j+1]
-			path := vendor + "." + model
+			mk, n := models.Content[j], models.Content[j+1]
+			model, path := mk.Value, vendor+"."+mk.Value
+			if _, dup := m[model]; dup {
+				return nil, &FieldError{Path: path, Message: "is listed twice", Line: mk.Line}
+			}
 			p, err := parseEntry(path, n, asOf)
 			if err != nil {
 				return nil, err
@@ -175,50 +192,94 @@ func Parse(data []byte) (*Table, error) {
 	return t, nil
 }
 
+// parseEntry reads one model's prices; each field is read on its own, so
+// that a value of the wrong type is named by its own path.
 func parseEntry(path string, n *yaml.Node, asOf string) (Price, error) {
 	if n.Kind != yaml.MappingNode {
-		return Price{}, &FieldError{Path: path, Message: "must be a mapping like {input: 2.5, output: 10}"}
+		return Price{}, &FieldError{Path: path, Message: "must be a mapping like {input: 2.5, output: 10}", Line: n.Line}
 	}
+	vals := map[string]float64{}
+	p := Price{AsOf: asOf}
+	seen := map[string]bool{}
 	for k := 0; k+1 < len(n.Content); k += 2 {
-		if f := n.Content[k].Value; !entryFields[f] {
-			return Price{}, &FieldError{Path: path + "." + f, Message: "is not a price field (input, output, cached_input, cache_write, request, as_of, source)"}
+		key, v := n.Content[k], n.Content[k+1]
+		f, fp := key.Value, path+"."+key.Value
+		if seen[f] {
+			return Price{}, &FieldError{Path: fp, Message: "is written twice", Line: key.Line}
 		}
-	}
-	var e entry
-	if err := n.Decode(&e); err != nil {
-		return Price{}, &FieldError{Path: path, Message: "prices must be numbers: " + strings.TrimPrefix(err.Error(), "yaml: ")}
-	}
-	fields := []struct {
-		name  string
-		v     *float64
-		limit float64
-	}{{"input", e.Input, MaxPrice}, {"output", e.Output, MaxPrice}, {"cached_input", e.CachedInput, MaxPrice},
-		{"cache_write", e.CacheWrite, MaxPrice}, {"request", e.Request, MaxRequest}}
-	for _, f := range fields {
-		if f.v == nil {
-			if f.name == "input" || f.name == "output" {
-				return Price{}, &FieldError{Path: path + "." + f.name, Message: "is required"}
+		seen[f] = true
+		switch f {
+		case "as_of", "source":
+			if v.Kind != yaml.ScalarNode {
+				return Price{}, &FieldError{Path: fp, Message: "must be a string", Line: v.Line}
+			}
+			if f == "as_of" {
+				p.AsOf = v.Value
+			} else {
+				p.Source = v.Value
 			}
 			continue
 		}
-		if math.IsNaN(*f.v) || *f.v < 0 || *f.v > f.limit {
-			return Price{}, &FieldError{Path: path + "." + f.name, Message: fmt.Sprintf("must be a number from 0 to %g", f.limit)}
+		i := slices.IndexFunc(priceFields, func(pf priceField) bool { return pf.name == f })
+		if i < 0 {
+			return Price{}, &FieldError{Path: fp, Message: "is not a price field (" + knownFields + ")", Line: key.Line}
+		}
+		x, err := priceValue(v)
+		if err != nil {
+			return Price{}, &FieldError{Path: fp, Message: err.Error(), Line: v.Line}
+		}
+		if x == nil {
+			continue // null: as if left out
+		}
+		if limit := priceFields[i].limit; !(*x >= 0 && *x <= limit) { // NaN fails both
+			return Price{}, &FieldError{Path: fp, Line: v.Line,
+				Message: fmt.Sprintf("must be a number from 0 to %g, got %s", limit, strconv.FormatFloat(*x, 'g', -1, 64))}
+		}
+		vals[f] = *x
+	}
+	for _, f := range []string{"input", "output"} {
+		if _, ok := vals[f]; !ok {
+			return Price{}, &FieldError{Path: path + "." + f, Message: "is required", Line: n.Line}
 		}
 	}
-	p := Price{Input: *e.Input, Output: *e.Output, CachedInput: *e.Input, CacheWrite: *e.Input, AsOf: e.AsOf, Source: e.Source}
-	if e.CachedInput != nil {
-		p.CachedInput = *e.CachedInput
+	p.Input, p.Output = vals["input"], vals["output"]
+	p.CachedInput, p.CacheWrite = p.Input, p.Input
+	if v, ok := vals["cached_input"]; ok {
+		p.CachedInput = v
 	}
-	if e.CacheWrite != nil {
-		p.CacheWrite = *e.CacheWrite
+	if v, ok := vals["cache_write"]; ok {
+		p.CacheWrite = v
 	}
-	if e.Request != nil {
-		p.Request = *e.Request
-	}
-	if p.AsOf == "" {
-		p.AsOf = asOf
-	}
+	p.Request = vals["request"]
 	return p, nil
+}
+
+// priceValue reads a price's node: a number, or null (nil). A quoted
+// number, a word, a list or a mapping is an error saying which.
+func priceValue(v *yaml.Node) (*float64, error) {
+	switch v.Kind {
+	case yaml.SequenceNode:
+		return nil, errors.New("must be a number, not a list")
+	case yaml.MappingNode:
+		return nil, errors.New("must be a number, not a mapping")
+	case yaml.ScalarNode:
+	default:
+		return nil, errors.New("must be a number")
+	}
+	switch v.ShortTag() {
+	case "!!null":
+		return nil, nil
+	case "!!int", "!!float":
+		var x float64
+		if err := v.Decode(&x); err != nil {
+			return nil, fmt.Errorf("%q is not a number", v.Value)
+		}
+		return &x, nil
+	}
+	if _, err := strconv.ParseFloat(strings.TrimSpace(v.Value), 64); err == nil {
+		return nil, fmt.Errorf("%q is not a number (write it without quotes)", v.Value)
+	}
+	return nil, fmt.Errorf("%q is not a number", v.Value)
 }
 
 //go:embed prices.yaml

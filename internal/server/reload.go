@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -102,6 +103,25 @@ func logUnpriced(log *slog.Logger, p *candidates.Planner) {
 	}
 }
 
+// pricesDigest identifies the content of the prices file at path ("" for
+// none), read up to one byte past its bound; a file that cannot be read is
+// identified by its error, so that the reload runs and reports it.
+func pricesDigest(path string) string {
+	if path == "" {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, pricing.MaxFileBytes+1))
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return digestOf(b)
+}
+
 func digestOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
@@ -123,6 +143,7 @@ type reloadState struct {
 	mu       sync.Mutex // serialises reloads; guards the fields below and Gateway.Upstreams after New
 	file     string
 	digest   string // of the routes in service; "" when New was given parsed routes
+	prices   string // pricesDigest of GATEWAY_PRICES_FILE in service
 	loadedAt time.Time
 	// failed is the digest (or read error) of the last failed attempt, so
 	// that the events of one bad save are reported once.
@@ -221,7 +242,10 @@ func (g *Gateway) Reload(trigger string) error {
 		return g.reloadFailed(trigger, "read: "+err.Error(), err)
 	}
 	digest := digestOf(b)
-	if digest == st.digest {
+	// The prices file is read with the routes: a change of it alone
+	// (and SIGHUP) reloads too, rather than reading as nothing to do.
+	prices := pricesDigest(g.Config.PricesFile)
+	if digest == st.digest && prices == st.prices {
 		if st.failed != "" {
 			// The file is back to the routes in service (an edit undone, a
 			// file restored): the failure is over, and last_error, newer
@@ -234,12 +258,12 @@ func (g *Gateway) Reload(trigger string) error {
 		}
 		return nil
 	}
-	if trigger == TriggerFile && digest == st.failed {
+	if trigger == TriggerFile && digest+prices == st.failed {
 		return nil
 	}
 	rf, err := CheckRoutes(g.Config, path, b)
 	if err != nil {
-		return g.reloadFailed(trigger, digest, err)
+		return g.reloadFailed(trigger, digest+prices, err)
 	}
 	opts := rf.Options
 	opts.Health = g.Health
@@ -286,7 +310,7 @@ func (g *Gateway) Reload(trigger string) error {
 	}
 	st.retire(retired)
 	g.closeRetired()
-	st.digest, st.failed, st.loadedAt = digest, "", time.Now()
+	st.digest, st.prices, st.failed, st.loadedAt = digest, prices, "", time.Now()
 	st.success++
 	g.Metrics.ConfigReload(metrics.ReloadSuccess)
 	g.Log.Info("routes reloaded", "trigger", trigger, "file", path, "digest", digest,

@@ -80,7 +80,8 @@ func New(ctx context.Context, cfg config.Config, routes *routes.Routes, log *slo
 	g.Log = log
 	g.reload.file, g.reload.loadedAt = cfg.RoutesFile, time.Now()
 	g.Health = health.NewTracker(health.SystemClock{}, g.healthChanged)
-	opts, err := PlannerOptions(cfg) // as a reload builds it
+	g.reload.prices = pricesDigest(cfg.PricesFile) // before the read: a change between them reloads
+	opts, err := PlannerOptions(cfg)               // as a reload builds it
 	if err != nil {
 		return nil, err
 	}

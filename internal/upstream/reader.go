@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 
 	"github.com/llmgw/gateway/internal/jsontext"
 	"github.com/llmgw/gateway/internal/upstream/anthropic"
@@ -160,6 +161,9 @@ func (p *PassReader) Event(dst, ev []byte, committed bool) ([]byte, error) {
 				} `json:"response"`
 			}
 			if json.Unmarshal(d, &v) == nil && v.Response.Usage != nil {
+				if err := v.Response.Usage.sane(); err != nil {
+					p.fault(err)
+				}
 				p.usage, p.has = v.Response.Usage.usage(), true
 			} else if hasUsageObject(d) {
 				p.unreadable()
@@ -306,6 +310,9 @@ func (p *PassReader) messagesUsage(data []byte) {
 	if u == nil {
 		return
 	}
+	if err := u.sane(); err != nil {
+		p.fault(err)
+	}
 	if u.InputTokens == 0 && u.CacheRead == 0 && u.CacheCreation == 0 && p.has {
 		// message_delta may omit the prompt's counts: message_start's
 		// stand, cache counts included (the whole prompt is in
@@ -385,6 +392,9 @@ func (p *PassReader) TailUsage(tail []byte) (Usage, bool) {
 		p.unreadable()
 		return Usage{}, false
 	}
+	if err := w.sane(); err != nil {
+		p.fault(err)
+	}
 	return p.checked(w.usage(), true)
 }
 
@@ -422,6 +432,30 @@ func detailsOf(raw ...json.RawMessage) (d wideDetails) {
 		}
 	}
 	return d
+}
+
+// sane reports the first count of w, as sent, outside [0,
+// MaxUsageTokens]: one the usage leaves out (input_tokens beside
+// prompt_tokens) or nets out (a negative cache count in one details object
+// and a positive one in the other) still says the provider's counts are
+// not true, and a count added to another cannot overflow.
+func (w *wideUsage) sane() error {
+	counts := [...]struct {
+		name string
+		n    int64
+	}{{"prompt_tokens", w.PromptTokens}, {"completion_tokens", w.CompletionTokens}, {"total_tokens", w.TotalTokens},
+		{"input_tokens", w.InputTokens}, {"output_tokens", w.OutputTokens},
+		{"cache_creation_input_tokens", w.CacheCreation}, {"cache_read_input_tokens", w.CacheRead},
+		{"cached_tokens", detailsOf(w.PromptDetails).CachedTokens}, {"cached_tokens", detailsOf(w.InputDetails).CachedTokens},
+		{"reasoning_tokens", detailsOf(w.CompletionDetails).ReasoningTokens},
+		{"reasoning_tokens", detailsOf(w.OutputDetails).ReasoningTokens}}
+	for _, c := range counts {
+		if c.n < 0 || c.n > MaxUsageTokens {
+			return &UsageError{Detail: c.name + " " + strconv.FormatInt(c.n, 10) + " is outside [0, " +
+				strconv.Itoa(MaxUsageTokens) + "]"}
+		}
+	}
+	return nil
 }
 
 func (w *wideUsage) usage() Usage {
@@ -531,6 +565,9 @@ func (f *fromAnthropic) Usage() (Usage, bool) {
 		return f.checked(f.usage, true)
 	}
 	u, ok := f.t.Usage()
+	if ok && f.t.BadUsage() {
+		f.unreadable()
+	}
 	return f.checked(Usage(u), ok)
 }
 
@@ -541,6 +578,8 @@ func (f *fromAnthropic) Body(body []byte) ([]byte, error) {
 	}
 	if u, ok := anthropic.BodyUsage(body); ok {
 		f.usage, f.has = Usage(u), true
+	} else if hasUsageObject(body) {
+		f.unreadable()
 	}
 	return out, nil
 }
@@ -590,7 +629,19 @@ func (a *toAnthropic) Usage() (Usage, bool) {
 		return a.checked(a.usage, true)
 	}
 	u, ok := a.t.Usage()
-	return a.checked(Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: u.Total}, ok)
+	if ok && u.Invalid {
+		a.unreadable()
+	}
+	return a.checked(chatUsageOf(u), ok)
+}
+
+// chatUsageOf is a chat provider's usage as anthropicclient read it, its
+// cache and reasoning counts included: they are costed as on the
+// pass-through (before, a cached prompt was billed whole at the input
+// price on this route).
+func chatUsageOf(u anthropicclient.Usage) Usage {
+	return Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: u.Total,
+		CachedTokens: u.Cached, ReasoningTokens: u.Reasoning}
 }
 
 func (a *toAnthropic) Body(body []byte) ([]byte, error) {
@@ -602,8 +653,13 @@ func (a *toAnthropic) Body(body []byte) ([]byte, error) {
 		}
 		return nil, &ProtocolError{Err: err}
 	}
-	a.usage = Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: u.Total}
-	a.has = u.Total > 0 || u.Prompt > 0 || u.Completion > 0
+	a.usage = chatUsageOf(u)
+	// Any count at all is a usage, a negative one too, which the check
+	// then refuses rather than taking it for none.
+	a.has = u.Total != 0 || u.Prompt != 0 || u.Completion != 0 || u.Cached != 0 || u.Reasoning != 0
+	if u.Invalid {
+		a.unreadable()
+	}
 	return msg, nil
 }
 

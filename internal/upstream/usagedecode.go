@@ -57,9 +57,13 @@ var errUnreadableUsage = &UsageError{Detail: "the usage object's counts are not 
 // usageCheck keeps a reader's first usage fault, for UsageError.
 type usageCheck struct{ bad error }
 
-// checked applies CheckUsage to a usage a reader is about to report.
+// checked applies CheckUsage to a usage a reader is about to report. Once
+// a fault was seen, no usage is reported: a stream's later event that
+// reads well (an Anthropic message_delta after a message_start whose
+// counts did not) would otherwise pass for the whole usage, its prompt
+// billed as 0.
 func (c *usageCheck) checked(u Usage, ok bool) (Usage, bool) {
-	if !ok {
+	if !ok || c.bad != nil {
 		return Usage{}, false
 	}
 	if err := CheckUsage(u); err != nil {
@@ -72,9 +76,12 @@ func (c *usageCheck) checked(u Usage, ok bool) (Usage, bool) {
 }
 
 // unreadable notes a usage object that did not decode.
-func (c *usageCheck) unreadable() {
+func (c *usageCheck) unreadable() { c.fault(errUnreadableUsage) }
+
+// fault notes a usage that cannot be true; the first one is kept.
+func (c *usageCheck) fault(err error) {
 	if c.bad == nil {
-		c.bad = errUnreadableUsage
+		c.bad = err
 	}
 }
 

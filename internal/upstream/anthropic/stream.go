@@ -26,6 +26,7 @@ type StreamTranslator struct {
 	tools    []int64 // block index of each tool_use block, by tool call index
 	toolArgs []bool  // whether each tool call's arguments got a fragment yet
 	usage    messageUsage
+	badUsage bool // a usage count was not a whole number within parseCount's reach
 	started  bool // message_start seen
 	roleSent bool
 	finished bool // a finish_reason chunk went out
@@ -51,6 +52,12 @@ func (t *StreamTranslator) Usage() (Usage, bool) {
 	}
 	return t.usage.openAI(), true
 }
+
+// BadUsage reports whether a usage count of the stream was not a whole
+// number of at most 16 digits (negative, fractional, a string, 10^17):
+// its usage cannot be true, and the gateway must not take the counts it
+// could read, without that one, for the provider's.
+func (t *StreamTranslator) BadUsage() bool { return t.badUsage }
 
 // Event translates one event, given by its name (the event: field) and
 // data (its data: lines joined), as upstream's one SSE reader parses them,
@@ -199,11 +206,17 @@ func (t *StreamTranslator) messageStart(e event) error {
 func (t *StreamTranslator) readUsage(obj []byte) {
 	m, ok := objectMembers(obj)
 	if !ok {
+		// Absent or null is no news; anything else is no usage object.
+		t.badUsage = t.badUsage || len(obj) > 0 && string(obj) != "null"
 		return
 	}
 	for k, v, ok := m.next(); ok; k, v, ok = m.next() {
 		n, isCount := parseCount(v)
 		if !isCount {
+			switch string(k) {
+			case "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens":
+				t.badUsage = t.badUsage || string(v) != "null"
+			}
 			continue
 		}
 		switch string(k) {

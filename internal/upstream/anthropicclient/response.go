@@ -10,11 +10,18 @@ import (
 )
 
 // Usage is the token accounting of one translated response, in the chat
-// completions sense: Prompt counts every input token, cached or not.
+// completions sense: Prompt counts every input token, cached or not
+// (Cached of them read from the cache), Completion every output token
+// (Reasoning of them). The counts are the provider's as sent, negative
+// ones included, for the gateway's check of them; the translated message
+// shows them clamped to 0. Invalid: a count was not a whole number.
 type Usage struct {
 	Prompt     int64
 	Completion int64
 	Total      int64
+	Cached     int64
+	Reasoning  int64
+	Invalid    bool
 }
 
 type chatCompletion struct {
@@ -46,12 +53,13 @@ type chatFunctionIn struct {
 }
 
 type chatUsage struct {
-	PromptTokens        int64 `json:"prompt_tokens"`
-	CompletionTokens    int64 `json:"completion_tokens"`
-	TotalTokens         int64 `json:"total_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+	// Decoded on their own: a details value the gateway cannot read
+	// costs only its count, as on the pass-through.
+	PromptTokensDetails     json.RawMessage `json:"prompt_tokens_details"`
+	CompletionTokensDetails json.RawMessage `json:"completion_tokens_details"`
 }
 
 // message is the Anthropic message produced.
@@ -222,27 +230,42 @@ func stopReason(finish string, calledTools, refused bool) string {
 
 func readUsage(v json.RawMessage) (Usage, messageUsage) {
 	var u chatUsage
-	if isNull(v) || json.Unmarshal(v, &u) != nil {
+	if isNull(v) {
 		return Usage{}, messageUsage{}
 	}
-	var cached int64
-	if u.PromptTokensDetails != nil {
-		cached = u.PromptTokensDetails.CachedTokens
+	if json.Unmarshal(v, &u) != nil {
+		return Usage{Invalid: true}, messageUsage{}
 	}
-	return usageFrom(u.PromptTokens, u.CompletionTokens, u.TotalTokens, cached)
+	var pd struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	}
+	var cd struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	}
+	if json.Unmarshal(u.PromptTokensDetails, &pd) != nil {
+		pd.CachedTokens = 0
+	}
+	if json.Unmarshal(u.CompletionTokensDetails, &cd) != nil {
+		cd.ReasoningTokens = 0
+	}
+	cached, reasoning := pd.CachedTokens, cd.ReasoningTokens
+	return usageFrom(u.PromptTokens, u.CompletionTokens, u.TotalTokens, cached, reasoning)
 }
 
-func usageFrom(prompt, completion, total, cached int64) (Usage, messageUsage) {
-	prompt, completion, total = max(prompt, 0), max(completion, 0), max(total, 0)
-	if total == 0 {
-		total = prompt + completion
+// usageFrom is the provider's counts as sent (Usage, total made up when
+// absent) and as the Anthropic client is shown them, clamped to 0.
+func usageFrom(prompt, completion, total, cached, reasoning int64) (Usage, messageUsage) {
+	raw := Usage{Prompt: prompt, Completion: completion, Total: total, Cached: cached, Reasoning: reasoning}
+	if raw.Total == 0 {
+		raw.Total = prompt + completion
 	}
+	prompt, completion = max(prompt, 0), max(completion, 0)
 	mu := messageUsage{InputTokens: prompt, OutputTokens: completion}
 	if cached > 0 && cached <= prompt {
 		mu.InputTokens = prompt - cached
 		mu.CacheReadInputTokens = &cached
 	}
-	return Usage{Prompt: prompt, Completion: completion, Total: total}, mu
+	return raw, mu
 }
 
 // messageID derives the message id from the completion id, so the two can

@@ -381,7 +381,28 @@ func (t *StreamTranslator) callKey(index, id, name []byte, legacy bool) int {
 }
 
 func (t *StreamTranslator) readUsage(v []byte) {
-	var prompt, completion, total, cached int64
+	var prompt, completion, total, cached, reasoning int64
+	invalid := false
+	count := func(v []byte) int64 {
+		n, ok := strictCount(v)
+		invalid = invalid || !ok
+		return n
+	}
+	detail := func(v []byte, name string) (n int64) {
+		d, ok := members(v)
+		if !ok {
+			return 0 // not an object: costs only its count
+		}
+		for {
+			k, v, ok := d.member()
+			if !ok {
+				return n
+			}
+			if is(k, name) {
+				n = count(v)
+			}
+		}
+	}
 	it, _ := members(v)
 	for {
 		k, v, ok := it.member()
@@ -390,27 +411,39 @@ func (t *StreamTranslator) readUsage(v []byte) {
 		}
 		switch {
 		case is(k, "prompt_tokens"):
-			prompt = parseCount(v)
+			prompt = count(v)
 		case is(k, "completion_tokens"):
-			completion = parseCount(v)
+			completion = count(v)
 		case is(k, "total_tokens"):
-			total = parseCount(v)
+			total = count(v)
 		case is(k, "prompt_tokens_details"):
-			if d, ok := members(v); ok {
-				for {
-					k, v, ok := d.member()
-					if !ok {
-						break
-					}
-					if is(k, "cached_tokens") {
-						cached = parseCount(v)
-					}
-				}
-			}
+			cached = detail(v, "cached_tokens")
+		case is(k, "completion_tokens_details"):
+			reasoning = detail(v, "reasoning_tokens")
 		}
 	}
-	t.usage, t.usageMsg = usageFrom(prompt, completion, total, cached)
+	t.usage, t.usageMsg = usageFrom(prompt, completion, total, cached, reasoning)
+	t.usage.Invalid = invalid
 	t.haveUsage = true
+}
+
+// strictCount reads a usage count: a whole number (at most 1<<62, far past
+// any the gateway accepts), or null (0). A sign, a fraction, an exponent
+// or any other value is not ok: parseCount would read "-5" as 0 and "1.5"
+// as 1, and the usage would pass for a true one.
+func strictCount(v []byte) (int64, bool) {
+	if isNull(v) {
+		return 0, true
+	}
+	if len(v) == 0 {
+		return 0, false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	return parseCount(v), true
 }
 
 // start writes message_start. The chunk id becomes the message id.

@@ -138,7 +138,7 @@ func TestStreamAccumulatesLikeNonStream(t *testing.T) {
 	if want := decode(t, msg); !reflect.DeepEqual(any(got), want) {
 		t.Errorf("accumulated\n%s\nunstreamed\n%s", mustJSON(t, got), mustJSON(t, want))
 	}
-	if u, ok := tr.Usage(); !ok || u != usage || u != (Usage{Prompt: 120, Completion: 40, Total: 160}) {
+	if u, ok := tr.Usage(); !ok || u != usage || u != (Usage{Prompt: 120, Completion: 40, Total: 160, Cached: 100}) {
 		t.Errorf("Usage() = %+v %v, non-stream usage %+v", u, ok, usage)
 	}
 }
