@@ -24,7 +24,7 @@ type modelHeld struct {
 	degraded bool
 }
 
-// TestModel: N replicas share one Redis and take a random walk of steps:
+// TestBudgetModel: N replicas share one Redis and take a random walk of steps:
 // concurrent reserves, settles at a real cost of estimate ± half, replica
 // death (its reservations dropped unsettled), Redis losing every key with
 // the ledger holding the settled truth (settles then find no counter until
@@ -43,7 +43,7 @@ type modelHeld struct {
 // holds a settle at once (LedgerLag -1), and the clock moves a
 // millisecond a step, so "settled before the rebuild read the ledger" is
 // never a tie.
-func TestModel(t *testing.T) {
+func TestBudgetModel(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run("", func(t *testing.T) { runModel(t, seed) })
 	}
