@@ -291,7 +291,7 @@ func runModel(t *testing.T, seed uint64) {
 			t.Errorf("seed %d: %s %s still reserved %v after every settle and the TTL", seed, st.Owner, st.Per, st.ReservedUSD)
 		}
 	}
-	t.Logf("seed %d: %d admitted, %d refused, %d outages; client settled %d of %d (+%d above estimates), team %d of %d (+%d)",
+	t.Logf("seed %d: %d admitted, %d refused, %d outages; client settled %d of %d (allowed above: %d, the cost above estimates and the reservations flushes dropped), team %d of %d (%d)",
 		seed, admitted, refused, outages, truthClient, clientLimit, allowClient, truthTeam, teamLimit, allowTeam)
 }
 
