@@ -35,6 +35,11 @@ const (
 	recentKeep = 5 * time.Second
 	// maxPending bounds the settles kept for Redis while it is away.
 	maxPending = 100_000
+	// DefaultLedgerLag is Options.LedgerLag's default: a finished
+	// request's record is in Postgres one or two report flush intervals
+	// (100 ms by default) after it was handed over, and the request
+	// settles after that.
+	DefaultLedgerLag = 300 * time.Millisecond
 )
 
 // micro is one micro-dollar in USD.
@@ -63,6 +68,12 @@ type Options struct {
 	ReservationTTL time.Duration
 	// Ledger rebuilds a window's spend; nil counts spend from zero.
 	Ledger Ledger
+	// LedgerLag bounds how long a settled request takes to reach the
+	// ledger: a rebuild in Redis waits that long after finding a counter
+	// missing, then trusts the ledger with every settle older than that
+	// (DefaultLedgerLag when 0; negative: the ledger holds a settle at
+	// once, as test doubles do).
+	LedgerLag time.Duration
 	// Replicas divides the remaining budget while Redis is away; nil is 1.
 	// (quota.Store counts them as Replicas(); a one-line adapter fits.)
 	Replicas Replicas
@@ -90,9 +101,10 @@ type Budgets struct {
 
 	// degraded mode (Redis only)
 	degraded  atomic.Bool
-	share     map[string]int64 // this replica's share per window, fixed on entry
-	used      map[string]int64 // reserved and settled against the share
-	pending   []pendingSettle  // settles Redis has not seen
+	share     map[string]int64          // this replica's share per window, fixed on entry
+	live      map[*Reservation]struct{} // made on the shares and not settled yet
+	used      map[string]int64          // reserved and settled against the share
+	pending   []pendingSettle           // settles Redis has not seen
 	lastProbe time.Time
 	probing   sync.Mutex
 }
@@ -111,6 +123,7 @@ type pendingSettle struct {
 	ss   []slot
 	id   string
 	cost int64
+	atMs int64 // when it settled: see settleScript
 }
 
 // New returns the engine; SetLimits gives it its budgets.
@@ -121,6 +134,10 @@ func New(opts Options) *Budgets {
 	if opts.ReservationTTL <= 0 {
 		opts.ReservationTTL = DefaultReservationTTL
 	}
+	if opts.LedgerLag == 0 {
+		opts.LedgerLag = DefaultLedgerLag
+	}
+	opts.LedgerLag = max(opts.LedgerLag, 0)
 	fake := opts.Now != nil
 	if !fake {
 		opts.Now = time.Now
@@ -139,6 +156,7 @@ func New(opts Options) *Budgets {
 		recent: map[string][]recentSettle{},
 		share:  map[string]int64{},
 		used:   map[string]int64{},
+		live:   map[*Reservation]struct{}{},
 	}
 	if opts.Redis != nil {
 		b.st = &redisStore{rdb: opts.Redis, prefix: opts.Namespace + ":{b}:"}
@@ -205,8 +223,9 @@ func (b *Budgets) SetLimits(ctx context.Context, limits []Limit) error {
 	b.limits = next
 	b.mu.Unlock()
 	now := b.opts.Now()
+	readAt := time.Now().Add(b.opts.LedgerLag) // one wait for all of them
 	for _, l := range fresh {
-		if err := b.rebuild(ctx, b.slotOf(l, now), l, now); err != nil {
+		if err := b.rebuild(ctx, b.slotOf(l, now), l, now, readAt); err != nil {
 			bad = append(bad, err)
 		}
 	}
@@ -217,22 +236,89 @@ func (b *Budgets) slotOf(l Limit, now time.Time) slot {
 	return slot{base: baseKey(l.Owner, l.Per, now), limit: limitMicros(l.USD), expireAt: counterExpiry(l.Per, now)}
 }
 
-// rebuild seeds a window's counter from the ledger, plus this replica's
-// own settles of the last recentKeep the ledger may not have yet.
-func (b *Budgets) rebuild(ctx context.Context, s slot, l Limit, now time.Time) error {
+// rebuild seeds a window's missing counter from the ledger. Alone the
+// ledger lags: the settles of the last moments, on every replica, are not
+// in it yet. In Redis the rebuild therefore reads it only readAt
+// (LedgerLag after the counter was found missing), when every settle
+// made before the counter went missing is in it, and the counter's cut
+// says the read holds every settle up to LedgerLag before the read. The
+// settles that found the counter missing meanwhile were kept in Redis
+// with their time; the seed adds those after the cut, and a settle
+// replayed later (after an outage) is added only if it is after the cut.
+// So each settle is counted once, but for those within LedgerLag of the
+// read that the read already held (counted twice: towards refusing).
+// In memory the counter is only ever missing for a budget or window new
+// to this replica; this replica's settles of the last seconds are added
+// (the ledger may not hold them yet).
+func (b *Budgets) rebuild(ctx context.Context, s slot, l Limit, now, readAt time.Time) error {
+	if b.redis {
+		if err := b.awaitLedger(ctx, s, readAt); err != nil {
+			return err
+		}
+	}
+	cut := b.opts.Now().Add(-b.opts.LedgerLag).UnixMilli()
 	spent, err := b.ledgerSpent(ctx, l, now)
 	if err != nil {
 		return err
 	}
-	b.mu.Lock()
-	spent += b.recentLocked(s.base, now)
-	b.mu.Unlock()
+	if !b.redis {
+		b.mu.Lock()
+		spent += b.recentLocked(s.base, now)
+		b.mu.Unlock()
+	}
 	octx, cancel := b.opContext(ctx)
 	defer cancel()
-	if err := b.st.seed(octx, s, spent); err != nil {
+	if err := b.st.seed(octx, s, spent, cut); err != nil {
 		return b.storeErr(ctx, err)
 	}
 	return nil
+}
+
+// maxLedgerWait bounds how long a rebuild waits for the settles kept
+// meanwhile to reach the ledger.
+const maxLedgerWait = 2 * time.Second
+
+// awaitLedger waits until readAt, then while a settle kept for the
+// missing counter is younger than LedgerLag (the requests in flight when
+// Redis lost it end in the first moments; until their records are in the
+// ledger, a read might or might not hold them, and the seed would count
+// them twice), at most maxLedgerWait in all.
+func (b *Budgets) awaitLedger(ctx context.Context, s slot, readAt time.Time) error {
+	deadline := readAt.Add(maxLedgerWait)
+	for {
+		if err := sleepUntil(ctx, readAt); err != nil {
+			return err
+		}
+		octx, cancel := b.opContext(ctx)
+		youngest, err := b.st.youngestKept(octx, s)
+		cancel()
+		if err != nil {
+			return b.storeErr(ctx, err)
+		}
+		ready := time.UnixMilli(youngest).Add(b.opts.LedgerLag)
+		if youngest == 0 || !b.opts.Now().Before(ready) || !time.Now().Before(deadline) {
+			return nil
+		}
+		readAt = time.Now().Add(ready.Sub(b.opts.Now()))
+		if readAt.After(deadline) {
+			readAt = deadline
+		}
+	}
+}
+
+func sleepUntil(ctx context.Context, at time.Time) error {
+	wait := time.Until(at)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func (b *Budgets) ledgerSpent(ctx context.Context, l Limit, now time.Time) (int64, error) {

@@ -74,6 +74,7 @@ func (b *Budgets) reserveShare(ctx context.Context, r *Reservation, now time.Tim
 		}
 	}
 	r.degraded = true
+	b.live[r] = struct{}{}
 	r.figs = make([]figures, len(r.at))
 	for i, a := range r.at {
 		b.used[a.slot.base] += r.est
@@ -87,7 +88,7 @@ func (b *Budgets) reserveShare(ctx context.Context, r *Reservation, now time.Tim
 // Redis. A reservation made in Redis before the outage was inside the
 // figures the share came from, so its whole cost counts (erring low).
 // ok is false when the replica came back meanwhile: settle in Redis.
-func (b *Budgets) settleShare(r *Reservation, cost int64) (_ []figures, ok bool) {
+func (b *Budgets) settleShare(r *Reservation, cost, atMs int64) (_ []figures, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.degraded.Load() {
@@ -108,7 +109,7 @@ func (b *Budgets) settleShare(r *Reservation, cost int64) (_ []figures, ok bool)
 		}
 	}
 	if len(b.pending) < maxPending {
-		b.pending = append(b.pending, pendingSettle{ss: slots(r.at), id: r.id, cost: cost})
+		b.pending = append(b.pending, pendingSettle{ss: slots(r.at), id: r.id, cost: cost, atMs: atMs})
 	} else {
 		b.opts.Logger.Warn("budget settle dropped: too many pending while redis is away", "cost_micros", cost)
 	}
@@ -134,15 +135,38 @@ func (b *Budgets) recover(ctx context.Context, force bool) bool {
 		return false
 	}
 	b.lastProbe = time.Now()
+	answered := false // Redis answered this probe
 	for {
 		batch := slices.Clone(b.pending)
+		if len(batch) == 0 && !answered {
+			// Nothing to replay tells nothing about Redis: ask it. Leaving
+			// degraded mode on no answer would, at the next failure, start
+			// a new share from the same old figures, as many times as the
+			// replica flaps: the budget spent again each time.
+			b.mu.Unlock()
+			octx, cancel := b.opContext(ctx)
+			err := b.st.ping(octx)
+			cancel()
+			if err != nil {
+				return false
+			}
+			answered = true
+			b.mu.Lock()
+			continue
+		}
 		if len(batch) == 0 {
 			// Under mu: a settle deciding "degraded" now is either already
 			// in pending or sees the replica back.
 			b.degraded.Store(false)
 			clear(b.share)
 			clear(b.used)
+			live := make([]*Reservation, 0, len(b.live))
+			for r := range b.live {
+				live = append(live, r)
+			}
+			clear(b.live)
 			b.mu.Unlock()
+			b.register(ctx, live)
 			b.opts.Logger.Info("redis answers again: budgets are shared again")
 			return true
 		}
@@ -150,7 +174,9 @@ func (b *Budgets) recover(ctx context.Context, force bool) bool {
 		done := 0
 		for _, p := range batch {
 			octx, cancel := b.opContext(ctx)
-			figs, err := b.st.settle(octx, p.ss, p.id, p.cost)
+			// Its own time: a counter rebuilt from a ledger that holds it
+			// does not add it twice.
+			figs, err := b.st.settle(octx, p.ss, p.id, p.cost, p.atMs)
 			cancel()
 			var re interface{ RedisError() }
 			if err != nil && !(errors.As(err, &re) && !errors.Is(err, errShortReply)) {
@@ -159,6 +185,7 @@ func (b *Budgets) recover(ctx context.Context, force bool) bool {
 			if err == nil {
 				b.remember(p.ss, figs)
 			}
+			answered = true
 			done++ // a script error would fail again: not retried
 		}
 		b.mu.Lock()
@@ -166,6 +193,44 @@ func (b *Budgets) recover(ctx context.Context, force bool) bool {
 		if done < len(batch) {
 			b.mu.Unlock()
 			return false
+		}
+	}
+}
+
+// register puts the reservations made while Redis was away, and still
+// held, into Redis: until they settle the other replicas must count them,
+// or the budget would be spent twice over, once by the requests on their
+// way and once more by requests the others admit in their place. Each keeps
+// its estimate and what is left of its TTL. One that could not be
+// registered (Redis away again) stays on this replica's share.
+func (b *Budgets) register(ctx context.Context, live []*Reservation) {
+	for i, r := range live {
+		r.mu.Lock()
+		if r.settled || !r.degraded {
+			r.mu.Unlock()
+			continue
+		}
+		left := b.opts.ReservationTTL - b.opts.Now().Sub(r.madeAt)
+		if left <= 0 { // expired: it would have left Redis by now
+			r.degraded = false
+			r.mu.Unlock()
+			continue
+		}
+		octx, cancel := b.opContext(ctx)
+		err := b.st.register(octx, slots(r.at), r.id, r.est, b.nowMs(), left.Milliseconds())
+		cancel()
+		if err == nil {
+			r.degraded = false
+		}
+		r.mu.Unlock()
+		if err != nil {
+			b.opts.Logger.Warn("budget: reservations made while redis was away not registered", "count", len(live)-i, "error", firstLine(err))
+			b.mu.Lock()
+			for _, r := range live[i:] {
+				b.live[r] = struct{}{}
+			}
+			b.mu.Unlock()
+			return
 		}
 	}
 }

@@ -95,3 +95,52 @@ func TestDegradedAndRecovery(t *testing.T) {
 		t.Errorf("after recovery: %+v, want spent 0.6 (each outage settle once), nothing reserved", st)
 	}
 }
+
+// TestDegradedProbeAsksRedis: a replica on its share with nothing to
+// replay stays on that share while Redis is still away: its probe asks
+// Redis rather than assume it is back (a new share at the next failure,
+// from the same old figures, would let it spend its share again at every
+// probe). When Redis answers, the reservation it still holds is put in
+// Redis, so another replica counts it.
+func TestDegradedProbeAsksRedis(t *testing.T) {
+	r := newTestRedis(t)
+	ctx := context.Background()
+	b := New(Options{Redis: r.Client, Namespace: r.ns, Replicas: replicas(2), Ledger: newLedger(), LedgerLag: -1})
+	defer b.Close()
+	if err := b.SetLimits(ctx, []Limit{{searchWeb, 1, Day}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Reserve(ctx, []Owner{searchWeb}, 0); err != nil { // the figures seen: nothing spent
+		t.Fatal(err)
+	}
+	r.down.Store(true)
+	held, err := b.Reserve(ctx, []Owner{searchWeb}, 500_000) // the whole share, 1 / 2
+	if err != nil {
+		t.Fatalf("reserve of the share: %v", err)
+	}
+	for range 3 {
+		time.Sleep(probeEvery + 20*time.Millisecond)
+		if _, err := b.Reserve(ctx, []Owner{searchWeb}, 400_000); err == nil {
+			t.Fatal("a probe with Redis still away gave the replica a new share")
+		}
+	}
+
+	r.down.Store(false)
+	time.Sleep(probeEvery + 20*time.Millisecond)
+	other := New(Options{Redis: r.Client, Namespace: r.ns, Ledger: newLedger(), LedgerLag: -1})
+	defer other.Close()
+	if err := other.SetLimits(ctx, []Limit{{searchWeb, 1, Day}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Snapshot(ctx) // the held replica's probe: back, and its reservation registered
+	if b.degraded.Load() {
+		t.Fatal("still degraded with Redis back")
+	}
+	if _, err := other.Reserve(ctx, []Owner{searchWeb}, 600_000); err == nil {
+		t.Error("another replica admitted 0.6 while 0.5 of the 1 is held by a reservation made during the outage")
+	}
+	held.Settle(ctx, 500_000)
+	if st := status(t, other, searchWeb, Day); st.SpentUSD != 0.5 || st.ReservedUSD != 0 {
+		t.Errorf("after the settle: %+v, want spent 0.5 and nothing reserved", st)
+	}
+}

@@ -45,16 +45,30 @@
 //
 // The ledger is the truth. A counter that does not exist (a budget new to
 // this replica at SetLimits, a new window, Redis restarted or flushed) is
-// rebuilt before the decision: Ledger.SpentSince(window start) is SET NX
-// (so a counter another replica already rebuilt is kept), then the
-// reservation is retried once. The ledger lags: a settled request reaches
-// Postgres at most two report flush intervals later (200 ms by default),
-// longer while Postgres is slow. To cover that gap a replica remembers its
-// own settles of the last 5 s and adds them to a rebuild; a settle already
-// in the ledger is then counted twice (the error is towards refusing,
-// bounded by 5 s of this replica's spend). Other replicas' settles of the
-// last flush intervals can still be missed: the gap is bounded by what the
-// fleet settles in about 200 ms, once per rebuild.
+// rebuilt before the decision (and before /admin/budgets answers), then
+// the reservation is retried once. The ledger lags: a settled request
+// reaches Postgres one or two report flush intervals later (200 ms by
+// default). So each settle is counted once:
+//
+//   - the rebuild waits Options.LedgerLag (300 ms) after finding the
+//     counter missing, and on while a settle kept for it (below) is younger
+//     than that (at most 2 s more), then reads Ledger.SpentSince(window
+//     start): every settle made before the counter went missing is in it;
+//   - a settle that finds its counter missing is kept in Redis
+//     (llmgw:{b}:kept:..., "id:cost" scored by its time) instead of lost;
+//   - the seed script (SET only if the counter is still missing: another
+//     replica's rebuild is kept) is the ledger's spend plus the kept
+//     settles younger than its cut, read time - LedgerLag, and stores the
+//     cut (llmgw:{b}:cut:...); a settle at or before the cut (one replayed
+//     after an outage) is in the ledger read and is not added again.
+//
+// A settle within LedgerLag before the read that the read already held is
+// counted twice (towards refusing); a Postgres slower than LedgerLag can
+// make a rebuild miss what it has not written yet (towards admitting), as
+// can clocks of replicas that disagree by more than LedgerLag. The
+// reservations of requests in flight when Redis lost its keys are gone
+// with them: others may be admitted in their place, up to those requests'
+// cost.
 //
 // # Redis away
 //
@@ -64,12 +78,15 @@
 // least 1), fixed when the window is first used while degraded, and local
 // reservations and settles count against it. Never unlimited: a window
 // never seen is rebuilt from the ledger first. Settles made meanwhile are
-// kept (at most 100,000) and, at the first reserve 250 ms or more after the
-// last probe, replayed one settle call each, so each cost reaches Redis
-// once; when none is left the replica leaves degraded mode. A settle call
-// that timed out after Redis ran it is replayed too: counted twice,
-// towards refusing, never lost. Reservations made while degraded are not
-// registered in Redis afterwards; they only settle (their cost is added).
+// kept (at most 100,000) and, at the first reserve or snapshot 250 ms or
+// more after the last probe, replayed one settle call each with their own
+// time, so each cost reaches Redis once (or is left to a ledger read that
+// holds it, see Rebuild); with nothing to replay the probe is a PING. When
+// Redis answers and none is left, the replica leaves degraded mode and
+// registers in Redis the reservations it made on its share that are still
+// held (with what is left of their TTL), so the other replicas count them.
+// A settle call that timed out after Redis ran it is replayed too: counted
+// twice, towards refusing, never lost.
 //
 // Without Redis the same rules run in memory, rebuilt from the ledger at
 // SetLimits and at each new window.

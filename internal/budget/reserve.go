@@ -22,7 +22,8 @@ type Reservation struct {
 	id       string
 	est      int64
 	at       []applied
-	degraded bool // made against the local share, not in Redis
+	madeAt   time.Time // Options.Now when it was made
+	degraded bool      // made against the local share, not in Redis (yet): under mu once returned
 
 	mu      sync.Mutex
 	settled bool
@@ -60,7 +61,7 @@ func slots(at []applied) []slot {
 func (b *Budgets) Reserve(ctx context.Context, owners []Owner, estimateMicros int64) (*Reservation, error) {
 	now := b.opts.Now()
 	at := b.applicable(owners, now)
-	r := &Reservation{b: b, est: max(estimateMicros, 0), at: at}
+	r := &Reservation{b: b, est: max(estimateMicros, 0), at: at, madeAt: now}
 	if len(at) == 0 {
 		return r, nil
 	}
@@ -92,8 +93,9 @@ func (b *Budgets) Reserve(ctx context.Context, owners []Owner, estimateMicros in
 		if try > 0 {
 			return nil, fmt.Errorf("budget: counters still missing after a rebuild")
 		}
+		readAt := time.Now().Add(b.opts.LedgerLag)
 		for _, i := range res.missing {
-			if err := b.rebuild(ctx, at[i].slot, at[i].limit, now); err != nil {
+			if err := b.rebuild(ctx, at[i].slot, at[i].limit, now, readAt); err != nil {
 				if errors.Is(err, errDegraded) {
 					return r, b.reserveShare(ctx, r, now)
 				}
@@ -135,6 +137,12 @@ func (r *Reservation) Settle(ctx context.Context, costMicros int64) {
 		return
 	}
 	r.settled = true
+	if r.degraded {
+		b := r.b
+		b.mu.Lock()
+		delete(b.live, r)
+		b.mu.Unlock()
+	}
 	// A settle counts even when the request's context is gone (the client
 	// hung up): the provider billed it.
 	ctx = context.WithoutCancel(ctx)
@@ -147,20 +155,21 @@ func (r *Reservation) Settle(ctx context.Context, costMicros int64) {
 		b.recent[s.base] = append(b.recent[s.base], recentSettle{now, cost})
 	}
 	b.mu.Unlock()
+	at := now.UnixMilli()
 	if !b.redis {
-		figs, _ := b.st.settle(ctx, ss, r.id, cost)
+		figs, _ := b.st.settle(ctx, ss, r.id, cost, at)
 		r.figs = figs
 		return
 	}
 	for range 2 {
 		if b.degraded.Load() {
-			if figs, ok := b.settleShare(r, cost); ok {
+			if figs, ok := b.settleShare(r, cost, at); ok {
 				r.figs = figs
 				return
 			}
 		}
 		octx, cancel := b.opContext(ctx)
-		figs, err := b.st.settle(octx, ss, r.id, cost)
+		figs, err := b.st.settle(octx, ss, r.id, cost, at)
 		cancel()
 		if err == nil {
 			b.remember(ss, figs)
@@ -234,8 +243,26 @@ type Status struct {
 }
 
 // Snapshot reads every budget's current window (one call in Redis). A
-// window whose counter Redis lost shows the figures last seen until the
-// next reservation rebuilds it.
+// window whose counter Redis lost (flushed, restarted) is rebuilt from the
+// ledger first, as a reservation would, so an operator reading it after a
+// Redis restart sees the ledger's spend rather than figures from before;
+// one whose rebuild fails shows the figures last seen.
+func (b *Budgets) rebuildMissing(ctx context.Context, at []applied, figs []figures, now time.Time) bool {
+	readAt := time.Now().Add(b.opts.LedgerLag)
+	rebuilt := false
+	for i, a := range at {
+		if i < len(figs) && figs[i].spent < 0 {
+			if err := b.rebuild(ctx, a.slot, a.limit, now, readAt); err != nil {
+				b.opts.Logger.Warn("budget: spend not rebuilt", "budget", a.limit.Owner.Label(), "error", firstLine(err))
+				continue
+			}
+			rebuilt = true
+		}
+	}
+	return rebuilt
+}
+
+// Snapshot reads every budget's current window: see rebuildMissing.
 func (b *Budgets) Snapshot(ctx context.Context) []Status {
 	now := b.opts.Now()
 	b.mu.Lock()
@@ -248,7 +275,9 @@ func (b *Budgets) Snapshot(ctx context.Context) []Status {
 		return nil
 	}
 	ss := slots(at)
-	degraded := b.redis && b.degraded.Load()
+	// A replica whose requests stopped while Redis was away must not show
+	// degraded figures once it answers: the read is a probe too.
+	degraded := b.redis && b.degraded.Load() && !b.recover(ctx, false)
 	var figs []figures
 	if !degraded {
 		octx, cancel := b.opContext(ctx)
@@ -260,6 +289,14 @@ func (b *Budgets) Snapshot(ctx context.Context) []Status {
 			figs = f
 			b.remember(ss, f)
 		}
+	}
+	if figs != nil && b.rebuildMissing(ctx, at, figs, now) {
+		octx, cancel := b.opContext(ctx)
+		if f, err := b.st.read(octx, ss, b.nowMs()); err == nil {
+			figs = f
+			b.remember(ss, f)
+		}
+		cancel()
 	}
 	out := make([]Status, len(at))
 	for i, a := range at {

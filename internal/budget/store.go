@@ -41,9 +41,24 @@ type reserveResult struct {
 // nowMs 0 means "the store's own clock" (Redis TIME).
 type store interface {
 	reserve(ctx context.Context, ss []slot, id string, est, nowMs, ttlMs int64) (reserveResult, error)
-	// settle returns each slot's figures; spent -1 when its counter is missing.
-	settle(ctx context.Context, ss []slot, id string, cost int64) ([]figures, error)
-	seed(ctx context.Context, s slot, spent int64) error
+	// settle returns each slot's figures; spent -1 when its counter is
+	// missing. atMs is when the request settled (this host's clock): a
+	// counter rebuilt from a ledger read that holds it (atMs at or before
+	// the counter's cut) does not add it again, and a missing counter
+	// keeps it for the rebuild.
+	settle(ctx context.Context, ss []slot, id string, cost, atMs int64) ([]figures, error)
+	// seed creates a missing counter: spent from the ledger, holding every
+	// settle up to cutMs, plus the settles kept since that the counter
+	// missed.
+	seed(ctx context.Context, s slot, spent, cutMs int64) error
+	// youngestKept is the time (ms) of the latest settle kept for a
+	// missing counter; 0 when none.
+	youngestKept(ctx context.Context, s slot) (int64, error)
+	// ping asks whether the store answers.
+	ping(ctx context.Context) error
+	// register adds a reservation made while Redis was away, without a
+	// check: it was admitted on a share and holds until it settles.
+	register(ctx context.Context, ss []slot, id string, est, nowMs, ttlMs int64) error
 	// read returns each slot's figures (purging expired reservations);
 	// spent -1 when its counter is missing.
 	read(ctx context.Context, ss []slot, nowMs int64) ([]figures, error)
@@ -52,6 +67,10 @@ type store interface {
 // purgeLua drops the expired reservations of the budget whose set is z
 // and amounts hash is h, keeping the hash's "=sum" field (the live total)
 // right. Reservation ids are hex, so they never collide with "=sum".
+// Amounts are taken away as 0 - a, never -a: Lua's -0 reaches Redis as
+// "-0", which HINCRBY refuses, and a script that fails half-way keeps its
+// first writes (a zero estimate, an unpriced model's, would then break
+// every later call on its budgets).
 const purgeLua = `
 local function purge(z, h, now)
   local gone = redis.call('ZRANGEBYSCORE', z, '-inf', now)
@@ -60,7 +79,7 @@ local function purge(z, h, now)
       local a = redis.call('HGET', h, m)
       if a then
         redis.call('HDEL', h, m)
-        redis.call('HINCRBY', h, '=sum', -tonumber(a))
+        redis.call('HINCRBY', h, '=sum', 0 - tonumber(a))
       end
     end
     redis.call('ZREMRANGEBYSCORE', z, '-inf', now)
@@ -113,27 +132,85 @@ end
 return out
 `)
 
-// settleScript: KEYS as for reserve; ARGV id, cost. Removes the
-// reservation wherever it still is and adds the cost to every counter
-// that exists (a missing one is rebuilt from the ledger). Answers
-// {spent1 or -1, reserved1, ...}.
+// settleScript: KEYS are (spent, reservations, amounts, cut, kept) per
+// budget; ARGV id, cost, settled-at ms, then each budget's counter expiry
+// (Unix seconds, 0 never). Removes the reservation wherever it still is;
+// adds the cost to every counter that exists, unless the counter was
+// rebuilt from a ledger read that already holds this settle (settled at
+// or before the counter's cut: a settle replayed after an outage); where
+// the counter is missing (Redis flushed or restarted, the rebuild not done
+// yet) keeps it as "id:cost" scored by its time, for the rebuild to add.
+// Answers {spent1 or -1, reserved1, ...}.
 var settleScript = redis.NewScript(`
-local id, cost = ARGV[1], tonumber(ARGV[2])
+local id, cost, at = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local out = {}
-for i = 1, #KEYS / 3 do
-  local s, z, h = KEYS[3*i-2], KEYS[3*i-1], KEYS[3*i]
+for i = 1, #KEYS / 5 do
+  local s, z, h, c, k = KEYS[5*i-4], KEYS[5*i-3], KEYS[5*i-2], KEYS[5*i-1], KEYS[5*i]
   local a = redis.call('HGET', h, id)
   if a then
     redis.call('HDEL', h, id)
-    redis.call('HINCRBY', h, '=sum', -tonumber(a))
+    redis.call('HINCRBY', h, '=sum', 0 - tonumber(a))
     redis.call('ZREM', z, id)
   end
   local sp = -1
-  if redis.call('EXISTS', s) == 1 then sp = redis.call('INCRBY', s, cost) end
+  if redis.call('EXISTS', s) == 1 then
+    if at > tonumber(redis.call('GET', c) or '0') then
+      sp = redis.call('INCRBY', s, cost)
+    else
+      sp = tonumber(redis.call('GET', s))
+    end
+  else
+    redis.call('ZADD', k, at, id .. ':' .. cost)
+    local exp = tonumber(ARGV[3+i])
+    if exp > 0 then redis.call('EXPIREAT', k, exp) end
+  end
   out[#out+1] = sp
   out[#out+1] = tonumber(redis.call('HGET', h, '=sum') or '0')
 end
 return out
+`)
+
+// seedScript: KEYS spent, cut, kept of one budget; ARGV the ledger's
+// spend, the cut (ms: the ledger read holds every settle up to it), the
+// counter's expiry (Unix seconds, 0 never). A counter that exists is kept
+// (another replica rebuilt it); else it is the ledger's spend plus the
+// settles kept since the cut, which the ledger read may not hold. Amounts
+// stay strings into INCRBY: Lua's numbers would print large ones with an
+// exponent.
+var seedScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+local cut = tonumber(ARGV[2])
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[2], '+inf')) do
+  redis.call('INCRBY', KEYS[1], string.match(m, ':(%d+)$'))
+end
+redis.call('DEL', KEYS[3])
+redis.call('SET', KEYS[2], ARGV[2])
+local exp = tonumber(ARGV[3])
+if exp > 0 then
+  redis.call('EXPIREAT', KEYS[1], exp)
+  redis.call('EXPIREAT', KEYS[2], exp)
+end
+return 1
+`)
+
+// registerScript: KEYS as for reserve; ARGV now ms (0: Redis TIME), ttl
+// ms left, id, estimate. Adds the reservation to every budget.
+var registerScript = redis.NewScript(purgeLua + `
+local now = clock(ARGV[1])
+local ttl, id, est = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+for i = 1, #KEYS / 3 do
+  local z, h = KEYS[3*i-1], KEYS[3*i]
+  purge(z, h, now)
+  if not redis.call('HGET', h, id) then
+    redis.call('ZADD', z, now + ttl, id)
+    redis.call('HSET', h, id, est)
+    redis.call('HINCRBY', h, '=sum', est)
+    if redis.call('PTTL', z) < 2 * ttl then redis.call('PEXPIRE', z, 2 * ttl) end
+    if redis.call('PTTL', h) < 2 * ttl then redis.call('PEXPIRE', h, 2 * ttl) end
+  end
+end
+return 1
 `)
 
 // readScript: KEYS as for reserve, ARGV now ms. Answers {spent1 or -1,
@@ -194,8 +271,16 @@ func (r *redisStore) reserve(ctx context.Context, ss []slot, id string, est, now
 	return reserveResult{status: reservedOK, figs: pairs(v[1:])}, nil
 }
 
-func (r *redisStore) settle(ctx context.Context, ss []slot, id string, cost int64) ([]figures, error) {
-	v, err := settleScript.Run(ctx, r.rdb, r.keys(ss), id, cost).Int64Slice()
+func (r *redisStore) settle(ctx context.Context, ss []slot, id string, cost, atMs int64) ([]figures, error) {
+	keys := make([]string, 0, 5*len(ss))
+	args := make([]any, 0, 3+len(ss))
+	args = append(args, id, cost, atMs)
+	for _, s := range ss {
+		keys = append(keys, r.prefix+"spent:"+s.base, r.prefix+"resv:"+s.base, r.prefix+"amt:"+s.base,
+			r.prefix+"cut:"+s.base, r.prefix+"kept:"+s.base)
+		args = append(args, s.expireAt)
+	}
+	v, err := settleScript.Run(ctx, r.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return nil, err
 	}
@@ -205,16 +290,23 @@ func (r *redisStore) settle(ctx context.Context, ss []slot, id string, cost int6
 	return pairs(v), nil
 }
 
-func (r *redisStore) seed(ctx context.Context, s slot, spent int64) error {
-	a := redis.SetArgs{Mode: "NX"}
-	if s.expireAt > 0 {
-		a.ExpireAt = time.Unix(s.expireAt, 0)
+func (r *redisStore) seed(ctx context.Context, s slot, spent, cutMs int64) error {
+	keys := []string{r.prefix + "spent:" + s.base, r.prefix + "cut:" + s.base, r.prefix + "kept:" + s.base}
+	return seedScript.Run(ctx, r.rdb, keys, spent, cutMs, s.expireAt).Err()
+}
+
+func (r *redisStore) youngestKept(ctx context.Context, s slot) (int64, error) {
+	z, err := r.rdb.ZRevRangeWithScores(ctx, r.prefix+"kept:"+s.base, 0, 0).Result()
+	if err != nil || len(z) == 0 {
+		return 0, err
 	}
-	err := r.rdb.SetArgs(ctx, r.prefix+"spent:"+s.base, spent, a).Err()
-	if err == redis.Nil { // NX and the counter exists: another replica seeded it
-		return nil
-	}
-	return err
+	return int64(z[0].Score), nil
+}
+
+func (r *redisStore) ping(ctx context.Context) error { return r.rdb.Ping(ctx).Err() }
+
+func (r *redisStore) register(ctx context.Context, ss []slot, id string, est, nowMs, ttlMs int64) error {
+	return registerScript.Run(ctx, r.rdb, r.keys(ss), nowMs, ttlMs, id, est).Err()
 }
 
 func (r *redisStore) read(ctx context.Context, ss []slot, nowMs int64) ([]figures, error) {
@@ -292,7 +384,7 @@ func (m *memStore) reserve(_ context.Context, ss []slot, id string, est, nowMs, 
 	return res, nil
 }
 
-func (m *memStore) settle(_ context.Context, ss []slot, id string, cost int64) ([]figures, error) {
+func (m *memStore) settle(_ context.Context, ss []slot, id string, cost, _ int64) ([]figures, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]figures, len(ss))
@@ -312,7 +404,7 @@ func (m *memStore) settle(_ context.Context, ss []slot, id string, cost int64) (
 	return out, nil
 }
 
-func (m *memStore) seed(_ context.Context, s slot, spent int64) error {
+func (m *memStore) seed(_ context.Context, s slot, spent, _ int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.c[s.base] == nil {
@@ -328,6 +420,13 @@ func (m *memStore) seed(_ context.Context, s slot, spent int64) error {
 	}
 	return nil
 }
+
+func (m *memStore) youngestKept(context.Context, slot) (int64, error) { return 0, nil }
+
+func (m *memStore) ping(context.Context) error { return nil }
+
+// register is never called in memory: it has no outage.
+func (m *memStore) register(context.Context, []slot, string, int64, int64, int64) error { return nil }
 
 func (m *memStore) read(_ context.Context, ss []slot, nowMs int64) ([]figures, error) {
 	m.mu.Lock()
