@@ -98,6 +98,8 @@ type Budgets struct {
 	limits map[budgetID]Limit
 	known  map[string]figures // last figures seen per window (Redis mode)
 	recent map[string][]recentSettle
+	// recentSwept is when sweepRecentLocked last forgot old lists.
+	recentSwept time.Time
 
 	// degraded mode (Redis only)
 	degraded  atomic.Bool
@@ -350,6 +352,34 @@ func (b *Budgets) recentLocked(base string, now time.Time) int64 {
 		b.recent[base] = keep
 	}
 	return sum
+}
+
+// forgetLocked drops base's settles older than recentKeep from the front
+// of its list (settles are appended in time order) and returns what is
+// left: without it a budget settled steadily kept every settle it ever
+// made, since only a rebuild or an outage read the list.
+func (b *Budgets) forgetLocked(base string, now time.Time) []recentSettle {
+	rs := b.recent[base]
+	n := 0
+	for n < len(rs) && now.Sub(rs[n].at) >= recentKeep {
+		n++
+	}
+	if n == 0 {
+		return rs
+	}
+	return append(rs[:0], rs[n:]...)
+}
+
+// sweepRecentLocked, at most once per recentKeep, forgets the lists of
+// windows nobody settles into any more (a day that ended).
+func (b *Budgets) sweepRecentLocked(now time.Time) {
+	if now.Sub(b.recentSwept) < recentKeep {
+		return
+	}
+	b.recentSwept = now
+	for base := range b.recent {
+		b.recentLocked(base, now)
+	}
 }
 
 // RebuildError is a window whose spend could not be read from the ledger;

@@ -343,3 +343,57 @@ func TestZeroEstimate(t *testing.T) {
 		}
 	})
 }
+
+// TestRecentSettlesForgotten: a replica remembers its own settles for
+// recentKeep only (a rebuild adds those the ledger may not have yet), so
+// a budget settled steadily for a long time holds a few seconds' worth,
+// not every settle it ever made; a window nobody settles into any more is
+// forgotten too.
+func TestRecentSettlesForgotten(t *testing.T) {
+	modes(t, func(t *testing.T, mk func(Options) *Budgets) {
+		ctx := context.Background()
+		clk := newClock(dayStart().Add(time.Hour))
+		b := mk(Options{Now: clk.now, Ledger: newLedger()})
+		defer b.Close()
+		if err := b.SetLimits(ctx, []Limit{{searchWeb, 1e6, Day}, {searchWeb, 1e6, Total}}); err != nil {
+			t.Fatal(err)
+		}
+		const settles = 2000 // 100 s at 20 a second
+		for range settles {
+			r, err := b.Reserve(ctx, []Owner{searchWeb}, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Settle(ctx, 10)
+			clk.advance(50 * time.Millisecond)
+		}
+		b.mu.Lock()
+		held, lists := 0, len(b.recent)
+		for _, rs := range b.recent {
+			held += len(rs)
+		}
+		b.mu.Unlock()
+		// recentKeep of 20 a second, for each of the two windows.
+		if want := 2 * int(recentKeep/(50*time.Millisecond)); held > want+2 || lists != 2 {
+			t.Errorf("%d settles remembered in %d lists after %d, want at most %d in 2", held, lists, settles, want+2)
+		}
+		// A day later only the new day's settle is remembered: the old
+		// day's list is gone.
+		clk.advance(24 * time.Hour)
+		r, err := b.Reserve(ctx, []Owner{searchWeb}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Settle(ctx, 10)
+		b.mu.Lock()
+		held = 0
+		for _, rs := range b.recent {
+			held += len(rs)
+		}
+		lists = len(b.recent)
+		b.mu.Unlock()
+		if held != 2 || lists != 2 {
+			t.Errorf("a day later %d settles in %d lists, want the new settle in each of its 2 windows", held, lists)
+		}
+	})
+}

@@ -152,8 +152,9 @@ func (r *Reservation) Settle(ctx context.Context, costMicros int64) {
 	now := b.opts.Now()
 	b.mu.Lock()
 	for _, s := range ss {
-		b.recent[s.base] = append(b.recent[s.base], recentSettle{now, cost})
+		b.recent[s.base] = append(b.forgetLocked(s.base, now), recentSettle{now, cost})
 	}
+	b.sweepRecentLocked(now)
 	b.mu.Unlock()
 	at := now.UnixMilli()
 	if !b.redis {
