@@ -7,6 +7,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -253,5 +254,74 @@ func TestStreamMalformed(t *testing.T) {
 	}
 	if more, err := tr.Event(nil, nil, []byte(`{"candidates":[{"content":{"parts":[{"text":"late"}]}}]}`)); err != nil || len(more) != 0 {
 		t.Fatalf("after End: %q %v", more, err)
+	}
+}
+
+// FuzzStreamTranslator feeds arbitrary provider bytes through upstream's
+// EventReader. Whatever arrives, the translator does not panic, only
+// appends, fails only with its typed errors, and leaves the client a
+// well-formed OpenAI stream: "data: X\n\n" frames whose X is one line of
+// JSON, chunk objects of one id, and [DONE] last exactly when Done.
+func FuzzStreamTranslator(f *testing.F) {
+	files, _ := filepath.Glob("testdata/streams/*.sse")
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, true)
+		f.Add(b[:len(b)/2], false)
+	}
+	f.Add([]byte("data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\xff\"},{\"functionCall\":{\"name\":\"\\u0000\",\"args\":{}}}]},\"finishReason\":\"X\"}]}\n\n"), true)
+	f.Fuzz(func(t *testing.T, stream []byte, includeUsage bool) {
+		tr := gemini.NewStreamTranslator("gpt-\"4o\"\n", 1, includeUsage)
+		out, err := relay(tr, bytes.NewReader(stream))
+		if err != nil {
+			var ge *gemini.Error
+			var be *gemini.BlockedError
+			var pe *upstream.ProtocolError
+			if !errors.Is(err, gemini.ErrMalformed) && !errors.Is(err, gemini.ErrIncomplete) && !errors.As(err, &ge) &&
+				!errors.As(err, &be) && !errors.As(err, &pe) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Fatalf("err = %v", err)
+			}
+		}
+		checkFrames(t, out, tr.Done())
+	})
+}
+
+func checkFrames(t *testing.T, out []byte, done bool) {
+	t.Helper()
+	frames := strings.Split(string(out), "\n\n")
+	if frames[len(frames)-1] != "" {
+		t.Fatalf("output does not end with a blank line: %q", out)
+	}
+	frames = frames[:len(frames)-1]
+	id := ""
+	for i, fr := range frames {
+		data, ok := strings.CutPrefix(fr, "data: ")
+		if !ok || strings.Contains(data, "\n") {
+			t.Fatalf("frame %q", fr)
+		}
+		if data == "[DONE]" {
+			if !done || i != len(frames)-1 {
+				t.Fatalf("[DONE] at %d of %d, done=%v", i, len(frames), done)
+			}
+			continue
+		}
+		var c struct {
+			ID     string `json:"id"`
+			Object string `json:"object"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil || c.Object != "chat.completion.chunk" {
+			t.Fatalf("frame %q: %v", data, err)
+		}
+		if id == "" {
+			id = c.ID
+		} else if c.ID != id {
+			t.Fatalf("ids %q and %q", id, c.ID)
+		}
+	}
+	if done && (len(frames) == 0 || frames[len(frames)-1] != "data: [DONE]") {
+		t.Fatalf("Done without [DONE]: %q", out)
 	}
 }
