@@ -46,7 +46,9 @@
 //   - stop (string, or up to 5 strings) → stopSequences; temperature (0 to
 //     2, as OpenAI), top_p, top_k, presence_penalty, frequency_penalty and
 //     seed (32 bits) are copied as written into generationConfig; n is
-//     accepted at 1 only.
+//     accepted at 1 only. Some models refuse the penalties
+//     (INVALID_ARGUMENT): they are sent rather than dropped, so a client
+//     that asked for them learns they were not applied.
 //   - response_format: text → nothing; json_object → responseMimeType
 //     application/json; json_schema → application/json and
 //     responseJsonSchema, which takes the JSON Schema as the client wrote it
@@ -92,7 +94,9 @@
 // when there is none; thought parts left out), functionCall parts into
 // tool_calls (arguments as compact JSON, {} without args; the id Gemini's
 // functionCall.id, else "call_{responseId}_{n}"; the thoughtSignature in
-// extra_content.google.thought_signature). The id is "chatcmpl-" +
+// extra_content.google.thought_signature; signatures on text parts are
+// dropped, as Gemini requires back only those on function calls). The id
+// is "chatcmpl-" +
 // responseId (random hex without one); model is the name the client asked
 // for. A response without candidates whose promptFeedback has a
 // blockReason is a *BlockedError.
