@@ -10,9 +10,9 @@
 // EmbeddingsFromGemini, and the reading of Gemini errors (ParseError,
 // *Error, ErrorStatus). It does no I/O, sets no header (x-goog-api-key), and
 // decides nothing about failover: the upstream package's adapter does, with
-// the typed errors defined here. It imports only the standard library, so
-// upstream can import it; SSE framing is upstream's one reader's
-// (EventReader, ParseEvent), which hands each event's data to
+// the typed errors defined here. It imports only the standard library and
+// internal/jsontext, so upstream can import it; SSE framing is upstream's
+// one reader's (EventReader, ParseEvent), which hands each event's data to
 // StreamTranslator.Event as it does for the anthropic package.
 //
 // # Request fields

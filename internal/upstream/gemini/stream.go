@@ -3,6 +3,9 @@ package gemini
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+
+	"github.com/llmgw/gateway/internal/jsontext"
 )
 
 // StreamTranslator turns one streamGenerateContent?alt=sse stream, whose
@@ -27,6 +30,7 @@ type StreamTranslator struct {
 	includeUsage bool
 
 	id        string // chatcmpl-…, from the first event's responseId
+	head      []byte // a content chunk's bytes up to its delta, once id is known
 	calls     int    // tool calls sent, the next one's index
 	usage     Usage
 	hasUsage  bool
@@ -183,12 +187,48 @@ func (t *StreamTranslator) roleChunk(dst []byte) []byte {
 }
 
 func (t *StreamTranslator) write(dst []byte, d chunkDelta, finish *string) []byte {
+	if d.Role == "" && d.ToolCalls == nil {
+		return t.writeFast(dst, d.Content, finish)
+	}
 	c := chunk{ID: t.id, Object: "chat.completion.chunk", Created: t.created, Model: t.model,
 		Choices: []chunkChoice{{Delta: d, FinishReason: finish}}}
 	if t.includeUsage {
 		return frame(dst, chunkWithNullUsage{chunk: c})
 	}
 	return frame(dst, c)
+}
+
+// writeFast writes a content or finish chunk, one per Gemini chunk of a
+// long answer, by appending, without encoding/json's reflection; it writes
+// the bytes write's encoding would.
+func (t *StreamTranslator) writeFast(dst []byte, text, finish *string) []byte {
+	if t.head == nil {
+		h := append([]byte(`data: {"id":`), jsontext.AppendString(nil, t.id)...)
+		h = append(h, `,"object":"chat.completion.chunk","created":`...)
+		h = strconv.AppendInt(h, t.created, 10)
+		h = append(h, `,"model":`...)
+		h = jsontext.AppendString(h, t.model)
+		t.head = append(h, `,"choices":[{"index":0,"delta":`...)
+	}
+	dst = append(dst, t.head...)
+	if text != nil {
+		dst = append(dst, `{"content":`...)
+		dst = jsontext.AppendString(dst, *text)
+		dst = append(dst, '}')
+	} else {
+		dst = append(dst, `{}`...)
+	}
+	dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+	if finish != nil {
+		dst = jsontext.AppendString(dst, *finish)
+	} else {
+		dst = append(dst, `null`...)
+	}
+	dst = append(dst, `}]`...)
+	if t.includeUsage {
+		dst = append(dst, `,"usage":null`...)
+	}
+	return append(dst, "}\n\n"...)
 }
 
 func frame(dst []byte, v any) []byte {
