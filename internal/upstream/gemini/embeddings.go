@@ -8,8 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/url"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -88,7 +88,7 @@ func EmbeddingsToGemini(body []byte, opts Options) (EmbedRequest, error) {
 	if inputs == nil {
 		return EmbedRequest{}, &FieldError{Param: "input", Message: "is required"}
 	}
-	model := "models/" + opts.Model
+	model := "models/" + strings.TrimPrefix(opts.Model, "models/")
 	reqs := make([]embedContentRequest, len(inputs))
 	for i, s := range inputs {
 		reqs[i] = embedContentRequest{Model: model, Content: content{Parts: []part{textPart(s)}}, OutputDimensionality: dims}
@@ -100,7 +100,7 @@ func EmbeddingsToGemini(body []byte, opts Options) (EmbedRequest, error) {
 	}{reqs}); err != nil {
 		return EmbedRequest{}, fmt.Errorf("gemini: encode request: %w", err)
 	}
-	res.Path = "models/" + url.PathEscape(opts.Model) + ":batchEmbedContents"
+	res.Path = modelResource(opts.Model) + ":batchEmbedContents"
 	res.Inputs = len(inputs)
 	return res, nil
 }

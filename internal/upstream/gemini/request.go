@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Options are the provider's side of a translation.
@@ -35,9 +36,11 @@ type Request struct {
 
 // Path is the method path for model: "models/{model}:generateContent", or
 // "models/{model}:streamGenerateContent?alt=sse" for a stream (without
-// alt=sse Gemini streams one JSON array, not server-sent events).
+// alt=sse Gemini streams one JSON array, not server-sent events). A model
+// configured by its resource name, "models/gemini-2.5-flash", is the same
+// model.
 func Path(model string, stream bool) string {
-	p := "models/" + url.PathEscape(model)
+	p := modelResource(model)
 	if stream {
 		return p + ":streamGenerateContent?alt=sse"
 	}
@@ -46,6 +49,12 @@ func Path(model string, stream bool) string {
 
 // The GenerateContentRequest, as far as this translation writes it
 // (https://ai.google.dev/api/generate-content#request-body).
+// modelResource is the model's resource name, "models/{id}", the id
+// escaped for a URL path.
+func modelResource(model string) string {
+	return "models/" + url.PathEscape(strings.TrimPrefix(model, "models/"))
+}
+
 type generateRequest struct {
 	Contents          []content         `json:"contents"`
 	SystemInstruction *content          `json:"systemInstruction,omitempty"`

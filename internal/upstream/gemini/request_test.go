@@ -105,6 +105,13 @@ func TestOptionsMaxTokensAndModel(t *testing.T) {
 	if res.Path != "models/m%2Fx:generateContent" {
 		t.Fatalf("Path = %q", res.Path)
 	}
+	if p := Path("models/gemini-2.5-pro", true); p != "models/gemini-2.5-pro:streamGenerateContent?alt=sse" {
+		t.Fatalf("Path = %q", p)
+	}
+	if req, err := EmbeddingsToGemini([]byte(`{"input":"a"}`), Options{Model: "models/e"}); err != nil ||
+		req.Path != "models/e:batchEmbedContents" || !strings.Contains(string(req.Body), `"model":"models/e"`) {
+		t.Fatalf("%+v %v", req, err)
+	}
 	if _, err := ChatToGemini([]byte(`{"messages":[]}`), Options{}); err == nil {
 		t.Fatal("no model: no error")
 	}
