@@ -94,9 +94,21 @@ models:
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	last := rec.rows[len(rec.rows)-1]
+	// The finished row is recorded once the relay ends, which can be just
+	// after the client has read the last byte: wait for it.
+	var last report.Request
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		rec.mu.Lock()
+		n := len(rec.rows)
+		if n > 0 {
+			last = rec.rows[n-1]
+		}
+		rec.mu.Unlock()
+		if !last.FinishedAt.IsZero() || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if !last.CreatedAt.Equal(at) || !last.FinishedAt.Equal(at) || last.Latency != 0 {
 		t.Fatalf("request row created %s, finished %s, latency %s; want all on the loop's clock (%s, %s, 0)",
 			last.CreatedAt, last.FinishedAt, last.Latency, at, at)
