@@ -46,6 +46,13 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	abort := h.s.finish(w, r, req, out)
 	tc.finish(out)
+	if res != nil && !abort {
+		// The answer is whole: send what net/http still buffers before the
+		// settle's Redis round trip, which the client need not wait for
+		// (its remaining-budget header went out with the reservation's
+		// figures). The reservation holds until the settle lands.
+		_ = http.NewResponseController(w).Flush()
+	}
 	settle(r.Context(), res, out)
 	h.s.access.request(req, out)
 	if abort {
