@@ -272,6 +272,7 @@ const (
 	epMessages
 	epEmbeddings
 	epResponses
+	epGemini // every Gemini method, /v1beta/models/{model}:{method}
 	numEndpoints
 )
 
@@ -295,6 +296,9 @@ func endpointOf(path string) (endpoint, bool) {
 		return epEmbeddings, true
 	case pathResponses, "/responses":
 		return epResponses, true
+	}
+	if _, _, ok := geminiMethod(path); ok {
+		return epGemini, true
 	}
 	return 0, false
 }
@@ -355,6 +359,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.serveLastRequest(w, r)
 	default:
+		if model, method, ok := geminiMethod(r.URL.Path); ok {
+			if r.Method != http.MethodPost {
+				w.Header().Set("Allow", http.MethodPost)
+				geminiWire{}.reject(w, http.StatusMethodNotAllowed, "method not allowed", "", "")
+				return
+			}
+			s.serveGemini(w, r, model, method)
+			return
+		}
 		writeError(w, http.StatusNotFound, "unknown path "+r.URL.Path, "invalid_request_error", "", "unknown_url")
 	}
 }
