@@ -29,7 +29,7 @@ import (
 // builds on the request's goroutine.
 func (r *ChatRequest) Build(ep *Endpoint, model string, call *Call) error {
 	call.URL = ep.URLs[r.Route]
-	call.gemini = ep.Format == FormatGemini
+	call.gemini = ep.isGemini()
 	if !ep.Translates(r.Route) {
 		call.Body = r.bodyFor(ep, model)
 		return nil
@@ -39,7 +39,7 @@ func (r *ChatRequest) Build(ep *Endpoint, model string, call *Call) error {
 	}
 	if x := r.x; x.ep != ep || x.model != model {
 		x.ep, x.model, x.url = ep, model, ""
-		if ep.Format == FormatGemini {
+		if ep.isGemini() {
 			x.body, x.err = r.toGemini(ep, model, x)
 		} else {
 			x.body, x.err = r.translate(ep, model)
@@ -93,7 +93,7 @@ func (r *ChatRequest) translate(ep *Endpoint, model string) ([]byte, error) {
 // attempt's own pass-through reader, reset and returned when nothing is
 // translated, so the common path allocates nothing.
 func (r *ChatRequest) Reader(ep *Endpoint, pass *PassReader) Reader {
-	if ep.Format == FormatGemini {
+	if ep.isGemini() {
 		return r.geminiReader()
 	}
 	if ep.Translates(r.Route) {
@@ -160,7 +160,7 @@ func (r *ChatRequest) Relayed(ep *Endpoint, se *StatusError) {
 	if !ep.Translates(r.Route) {
 		return
 	}
-	if ep.Format == FormatGemini {
+	if ep.isGemini() {
 		se.Body = r.geminiRelayed(se)
 		se.Header.Set("Content-Type", "application/json")
 		return

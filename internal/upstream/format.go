@@ -117,6 +117,11 @@ type geminiBase struct {
 	query  string // the routes file's query, encoded; "" for none
 }
 
+// isGemini reports whether the endpoint is a gemini one: a length test,
+// cheaper on every attempt than comparing the format's name with "gemini",
+// as long as "openai".
+func (e *Endpoint) isGemini() bool { return e.gemini.prefix != "" }
+
 // geminiURL is the URL of a method path from gemini.Path
 // ("models/m:streamGenerateContent?alt=sse") on ep.
 func (e *Endpoint) geminiURL(path string) string {
@@ -138,11 +143,11 @@ func (e *Endpoint) Serves(r Route) bool { return r < NumRoutes && e.URLs[r] != "
 func (e *Endpoint) Translates(r Route) bool {
 	switch r {
 	case RouteChat:
-		return e.Format == FormatAnthropic || e.Format == FormatGemini
+		return e.Format == FormatAnthropic || e.isGemini()
 	case RouteMessages:
-		return e.Format == FormatOpenAI || e.Format == FormatGemini
+		return e.Format == FormatOpenAI || e.isGemini()
 	case RouteEmbeddings:
-		return e.Format == FormatGemini
+		return e.isGemini()
 	}
 	return false
 }
