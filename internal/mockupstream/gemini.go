@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// The Gemini API: POST /v1beta/models/{model}:generateContent and
-// :streamGenerateContent?alt=sse (also without the /v1beta prefix). It answers
+// The Gemini API: POST /v1beta/models/{model}:generateContent,
+// :streamGenerateContent?alt=sse and :batchEmbedContents (also without the /v1beta
+// prefix). It answers
 // Gemini's shapes (candidates of content parts, finishReason, usageMetadata; SSE
 // "data:" events ended by CRLF pairs, as Google's servers write them; errors as
 // {"error":{"code","message","status","details"}}) with the same fault controls as
@@ -64,7 +65,7 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, model, meth
 	}
 	stream := method == "streamGenerateContent"
 	switch {
-	case method != "generateContent" && !stream:
+	case method != "generateContent" && !stream && method != "batchEmbedContents":
 		c.reject(http.StatusNotFound, "method "+method+" is not served by the mock", "", "")
 		return
 	case stream && r.URL.Query().Get("alt") != "sse":
@@ -78,6 +79,10 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, model, meth
 	key, _ := headerValue(r.Header, "X-Goog-Api-Key")
 	if key == "" && !c.b.Keyless {
 		c.reject(http.StatusForbidden, "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.", "", "")
+		return
+	}
+	if method == "batchEmbedContents" {
+		c.serveGeminiEmbed(model, key)
 		return
 	}
 	var req geminiRequest

@@ -80,6 +80,17 @@ func TestGeminiSDK(t *testing.T) {
 		t.Fatalf("function calls %+v", calls)
 	}
 
+	// Embeddings: one unit vector per content, outputDimensionality long.
+	dims := int32(4)
+	emb, err := c.Models.EmbedContent(ctx, "gemini-embedding-001", []*genai.Content{
+		{Parts: []*genai.Part{{Text: "a"}}}, {Parts: []*genai.Part{{Text: "b"}}}}, &genai.EmbedContentConfig{OutputDimensionality: &dims})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(emb.Embeddings) != 2 || len(emb.Embeddings[0].Values) != 4 || emb.Embeddings[0].Values[0] == emb.Embeddings[1].Values[0] {
+		t.Fatalf("embeddings %+v", emb.Embeddings)
+	}
+
 	// An injected 429 is RESOURCE_EXHAUSTED with the wait in RetryInfo.
 	s.SetBehavior(Behavior{Status: http.StatusTooManyRequests, RetryAfter: "7"})
 	_, err = c.Models.GenerateContent(ctx, "gemini-2.5-flash", genai.Text("hi"), nil)

@@ -133,6 +133,33 @@ func TestGeminiProvider(t *testing.T) {
 		}
 	})
 
+	t.Run("embeddings", func(t *testing.T) {
+		resp, b, err := g.postStream(t, "/v1/embeddings", `{"model":"gemini-only","input":["abcdefgh","x"],"dimensions":4}`)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d %v: %s", resp.StatusCode, err, b)
+		}
+		var v struct {
+			Data []struct {
+				Embedding []float64 `json:"embedding"`
+			} `json:"data"`
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		if json.Unmarshal(b, &v) != nil || len(v.Data) != 2 || len(v.Data[0].Embedding) != 4 || v.Usage.PromptTokens != 3 {
+			t.Fatalf("embeddings answer %s", b)
+		}
+		req, rows := g.ledger(t, resp.Header.Get("X-Request-Id"))
+		wantRows(t, rows, "success/200/(gem)")
+		if req.PromptTokens == nil || *req.PromptTokens != 3 {
+			t.Fatalf("prompt tokens %s, want the estimate 2+1", ip(req.PromptTokens))
+		}
+		last, _ := g.Primary.LastRequestAt("/v1beta/models/gemini-2.5-flash:batchEmbedContents")
+		if last.Header.Get("X-Goog-Api-Key") != primaryKey {
+			t.Fatalf("embeddings key header %q", last.Header.Get("X-Goog-Api-Key"))
+		}
+	})
+
 	t.Run("responses not served", func(t *testing.T) {
 		resp, b, _ := g.postStream(t, "/v1/responses", `{"model":"gemini-only","input":"hi"}`)
 		// As for an anthropic provider: the route is not served, and the
