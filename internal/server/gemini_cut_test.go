@@ -111,3 +111,29 @@ func TestGeminiBlockedPrompt(t *testing.T) {
 		t.Fatalf("the backup got %d requests", n)
 	}
 }
+
+// TestGeminiBadKeyFailsOver: Gemini answers a bad key 400 INVALID_ARGUMENT
+// with the reason API_KEY_INVALID. That is the key's fault, not the
+// client's: the request fails over (to the openai backup here) instead of
+// relaying a 400 the client could do nothing about.
+func TestGeminiBadKeyFailsOver(t *testing.T) {
+	gem := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT",`+
+			`"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}}`)
+	}))
+	t.Cleanup(gem.Close)
+	routes := strings.Replace(geminiRoutes, "base_url: %[1]s/v1beta", "base_url: "+gem.URL+"/v1beta\n    # %[1]s", 1)
+	g := start(t, setup{db: true, routes: routes})
+	resp, body := g.post(t, `{"model":"gemini-2.5-flash","messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Hello from backup") {
+		t.Fatalf("%d: %s", resp.StatusCode, body)
+	}
+	_, rows := g.ledger(t, resp.Header.Get("X-Request-Id"))
+	wantRows(t, rows, "failed/400/upstream_http_error(gem)", "success/200/(backup)")
+	if h := g.target(t, "gem", 0); h.CooldownUntil == nil {
+		t.Fatalf("the refused key did not cool, as a 401's does: %s", h)
+	}
+}
