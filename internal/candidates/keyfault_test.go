@@ -14,6 +14,9 @@ func TestClassifyKeyFault(t *testing.T) {
 	if !f.Failover || f.Scope != ScopeKey || !f.Health || !f.Auth || f.Relay != nil || f.Code != 400 {
 		t.Fatalf("%+v", f)
 	}
+	if se := (&upstream.StatusError{Code: 413, KeyFault: true}); se.ClientFault() || !se.KeyScoped() {
+		t.Fatal("a key fault in a 413 is a client fault")
+	}
 	f = Classify(&upstream.StatusError{Code: 400, Body: []byte(`{}`)}, false, nil)
 	if f.Failover || f.Relay == nil {
 		t.Fatalf("a plain 400: %+v", f)

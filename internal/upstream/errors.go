@@ -51,7 +51,7 @@ func (e *StatusError) Error() string { return fmt.Sprintf("upstream answered %d"
 // relayed to the client instead of failing over: any other provider would
 // refuse the same body.
 func (e *StatusError) ClientFault() bool {
-	return !e.KeyFault && e.Code == http.StatusBadRequest || e.Code == http.StatusRequestEntityTooLarge || e.Code == http.StatusUnprocessableEntity
+	return !e.KeyFault && (e.Code == http.StatusBadRequest || e.Code == http.StatusRequestEntityTooLarge || e.Code == http.StatusUnprocessableEntity)
 }
 
 // KeyScoped reports whether the failure belongs to the key rather than the
