@@ -47,7 +47,15 @@ func (r *ChatRequest) toGemini(ep *Endpoint, model string, x *translation) ([]by
 	}
 	t, err := gemini.ChatToGemini(chat, opts)
 	if err != nil {
-		return nil, geminiRefusal(err)
+		re := geminiRefusal(err)
+		if r.Route == RouteMessages && re.Param != "" {
+			// The field is the OpenAI form's (disable_parallel_tool_use
+			// became parallel_tool_calls, system left messages): named as
+			// such, never as if the Anthropic client had written it.
+			re.Message = "in the request's OpenAI form, " + re.Param + ": " + re.Message
+			re.Param = ""
+		}
+		return nil, re
 	}
 	x.url = ep.geminiURL(t.Path)
 	return t.Body, nil
@@ -56,7 +64,7 @@ func (r *ChatRequest) toGemini(ep *Endpoint, model string, x *translation) ([]by
 // geminiRefusal is a translation's refusal as the client's 400: a
 // *gemini.FieldError names the field; any other error (no model) is the
 // gateway's wording.
-func geminiRefusal(err error) error {
+func geminiRefusal(err error) *RequestError {
 	var fe *gemini.FieldError
 	if errors.As(err, &fe) {
 		return &RequestError{Param: fe.Param, Message: fe.Message}

@@ -74,6 +74,14 @@ func TestGeminiBuildURLs(t *testing.T) {
 	if err := r.Build(ep, "m", &call); !errors.As(err, &re) || re.Param != "n" {
 		t.Fatalf("n: 2 built: %v", err)
 	}
+	// An Anthropic client's refusal names the field of the OpenAI form as
+	// such, not as a field the client wrote.
+	r, _ = ParseRequest(RouteMessages, []byte(`{"model":"g","max_tokens":5,"messages":[{"role":"user","content":"hi"}],
+		"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"auto","disable_parallel_tool_use":true}}`))
+	if err := r.Build(ep, "m", &call); !errors.As(err, &re) || re.Param != "" ||
+		!strings.HasPrefix(re.Message, "in the request's OpenAI form, parallel_tool_calls: ") {
+		t.Fatalf("messages refusal: %#v", err)
+	}
 	// The same call built for an openai endpoint forgets gemini.
 	oa := testEndpoint(t, FormatOpenAI, Auth{})
 	r, _ = ParseRequest(RouteChat, []byte(`{"model":"g","messages":[]}`))
