@@ -241,3 +241,21 @@ func TestGeminiReaders(t *testing.T) {
 		t.Errorf("embeddings usage %+v %v, want the estimate 2+1", u, ok)
 	}
 }
+
+// TestPassThroughReaderAllocsNothing: the gemini checks added to Build's
+// and Reader's path cost an openai pass-through no allocation.
+func TestPassThroughReaderAllocsNothing(t *testing.T) {
+	ep := testEndpoint(t, FormatOpenAI, Auth{})
+	r, err := ParseRequest(RouteChat, []byte(`{"model":"g","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pass PassReader
+	if n := testing.AllocsPerRun(100, func() {
+		if r.Reader(ep, &pass) != Reader(&pass) || ep.Translates(RouteChat) || ep.Translates(RouteEmbeddings) {
+			t.Fatal("an openai chat is translated")
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+}
