@@ -272,6 +272,10 @@ func statusFailure(se *upstream.StatusError) Failure {
 		f.Scope = ScopeKey
 	case se.Code == http.StatusTooManyRequests && se.KeyWide:
 		f.Scope = ScopeKey
+	case se.KeyFault:
+		// The key refused in a 400 (Gemini's API_KEY_INVALID): as a 401.
+		f.Scope, f.Health, f.Auth = ScopeKey, !se.ClientChosen, true
+		return f
 	}
 	switch {
 	case se.Code == http.StatusTooManyRequests:

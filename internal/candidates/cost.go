@@ -54,6 +54,8 @@ func vendorOf(format string) string {
 	switch format {
 	case upstream.FormatAnthropic:
 		return "anthropic"
+	case upstream.FormatGemini:
+		return "gemini"
 	default:
 		return "openai"
 	}

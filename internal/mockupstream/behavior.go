@@ -132,7 +132,7 @@ type Behavior struct {
 	// content chunk with neither a finish_reason nor [DONE].
 	OmitFinishReason bool
 	// KeyStatus answers every request whose bearer token (Authorization: Bearer <key>;
-	// x-api-key on Anthropic messages) is one of its keys with that key's status (200
+	// x-api-key on Anthropic messages, x-goog-api-key on Gemini) is one of its keys with that key's status (200
 	// succeeds), instead of Status and FailRate: one account whose keys fare
 	// differently, such as one key revoked (401) or rate limited (429) while the others
 	// serve. Other tokens follow Status and FailRate. The map is read, never written:
@@ -144,12 +144,13 @@ type Behavior struct {
 	// ignores the option. Non-stream answers always carry usage. Only the chat endpoint
 	// reads it: Anthropic messages and Responses always carry usage.
 	Usage bool
-	// ToolUse (Anthropic messages only), when set, makes the answer call that tool: a
+	// ToolUse (Anthropic messages and Gemini only), when set, makes the answer call that tool: a
 	// tool_use content block after the text and stop_reason "tool_use". ToolUseFirst
 	// ("*") calls the first tool of the request's "tools" and refuses a request without
 	// any.
 	ToolUse string
-	// Keyless (Anthropic messages only) accepts requests without an x-api-key header;
+	// Keyless (Anthropic messages and Gemini only) accepts requests without an x-api-key
+	// (x-goog-api-key) header;
 	// by default the mock answers them 401 like Anthropic, so a test notices a gateway
 	// that forgot the provider's credentials. KeyStatus reads x-api-key there.
 	Keyless bool

@@ -1,5 +1,5 @@
 // Package mockupstream is a fault-injectable LLM provider (OpenAI chat completions,
-// Responses and embeddings, Anthropic messages) used by the gateway's tests and
+// Responses and embeddings, Anthropic messages, the Gemini API's generateContent) used by the gateway's tests and
 // benchmarks over loopback.
 //
 // It owns the wire shapes a provider answers with (chat.completion JSON and
@@ -25,6 +25,8 @@
 //	POST /v1/responses, /responses   OpenAI Responses, stream (named events) and non-stream
 //	POST /v1/embeddings, /embeddings OpenAI embeddings (deterministic unit vectors)
 //	POST /v1/messages, /messages     Anthropic messages, stream (named events) and non-stream
+//	POST /v1beta/models/M:generateContent, :streamGenerateContent?alt=sse
+//	                                 the Gemini API (gemini.go), key in x-goog-api-key
 //	GET  /v1/models                  a fixed model list
 //	GET  /mock/stats[?path=P|?model=M] Stats as JSON; with path, that endpoint's only;
 //	                                 with model, the requests whose body named M
@@ -111,10 +113,12 @@
 //	           .output_text.done, .content_part.done, .output_item.done, response.completed
 //	messages   message_start, content_block_start, ping | content_block_stop, [tool_use
 //	           block: start, 2 input_json_delta, stop], message_delta, message_stop
+//	gemini     nothing | [functionCall event]; the last event has finishReason STOP and
+//	           the whole usageMetadata, and the body then ends (Gemini has no close)
 //
 // The mid-stream error is the provider's: an {"error":{...}} data event (chat), an
 // error event then response.failed (responses), an overloaded_error error event
-// (messages); the stream then ends cleanly without its closing events.
+// (messages), a 503 UNAVAILABLE {"error":{...}} data event (gemini); the stream then ends cleanly without its closing events.
 //
 // A request whose last message is the assistant's (a prefill, how a gateway resumes a cut
 // stream on another provider), on chat or messages, is answered with the rest of the

@@ -38,6 +38,9 @@ type call struct {
 	body []byte
 	id   int64
 	ms   *modelState // the model's counters, once track was called
+	// model is the model the URL names (Gemini's path), which the body does
+	// not; "" for the endpoints whose body names it.
+	model string
 }
 
 // open counts the request as begun. The handler must defer c.finish().
@@ -78,7 +81,10 @@ func (c *call) read() bool {
 	scope, scoped := headerValue(c.r.Header, HeaderForModel)
 	apply := true
 	if c.s.models.Load() != nil || scoped {
-		model := peekModel(body)
+		model := c.model
+		if model == "" {
+			model = peekModel(body)
+		}
 		base = c.s.modelBehavior(model)
 		apply = !scoped || forModel(scope, model)
 	}

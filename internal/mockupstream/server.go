@@ -20,8 +20,9 @@ type Stats struct {
 	InFlight  int64  `json:"in_flight"`
 	Completed uint64 `json:"completed"` // a success answer was written in full
 	Failed    uint64 `json:"failed"`    // an injected error status or stream error event was answered, or EndAfterChunks ended a stream short
-	// Rejected counts 400/413 answers to a malformed body or X-Mock-* header, and the
-	// 401 to an Anthropic request without x-api-key.
+	// Rejected counts 400/413 answers to a malformed body or X-Mock-* header, the
+	// 401 to an Anthropic request without x-api-key, and the 403 to a Gemini request
+	// without x-goog-api-key (or the 400 to one with the key in its URL).
 	Rejected uint64 `json:"rejected"`
 	// Cancelled counts requests whose context ended (or whose connection failed a write)
 	// before the mock finished its answer: a client or gateway that gave up.
@@ -272,6 +273,7 @@ const (
 	epMessages
 	epEmbeddings
 	epResponses
+	epGemini // every Gemini method, /v1beta/models/{model}:{method}
 	numEndpoints
 )
 
@@ -295,6 +297,9 @@ func endpointOf(path string) (endpoint, bool) {
 		return epEmbeddings, true
 	case pathResponses, "/responses":
 		return epResponses, true
+	}
+	if _, _, ok := geminiMethod(path); ok {
+		return epGemini, true
 	}
 	return 0, false
 }
@@ -355,6 +360,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.serveLastRequest(w, r)
 	default:
+		if model, method, ok := geminiMethod(r.URL.Path); ok {
+			if r.Method != http.MethodPost {
+				w.Header().Set("Allow", http.MethodPost)
+				geminiWire{}.reject(w, http.StatusMethodNotAllowed, "method not allowed", "", "")
+				return
+			}
+			s.serveGemini(w, r, model, method)
+			return
+		}
 		writeError(w, http.StatusNotFound, "unknown path "+r.URL.Path, "invalid_request_error", "", "unknown_url")
 	}
 }

@@ -240,7 +240,7 @@ func TestParseRoutesErrorMessages(t *testing.T) {
 		},
 		{
 			name: "unknown format", from: "format: openai", to: "format: cohere",
-			path: "providers[1].format", want: `line 11: providers[1].format: "cohere" is unknown (known: openai, anthropic)`,
+			path: "providers[1].format", want: `line 11: providers[1].format: "cohere" is unknown (known: openai, anthropic, gemini)`,
 		},
 		// Wire formats and auth styles.
 		{
@@ -285,7 +285,7 @@ func TestParseRoutesErrorMessages(t *testing.T) {
 		},
 		{
 			name: "default_max_tokens on openai", from: "format: openai", to: "format: openai\n    default_max_tokens: 1024",
-			path: "providers[1].default_max_tokens", want: `line 12: providers[1].default_max_tokens applies only to format anthropic (this provider is openai)`,
+			path: "providers[1].default_max_tokens", want: `line 12: providers[1].default_max_tokens applies only to formats anthropic and gemini (this provider is openai)`,
 		},
 		{
 			name: "default_max_tokens zero", from: "format: openai", to: "format: anthropic\n    default_max_tokens: 0",

@@ -22,7 +22,11 @@ type Routes struct {
 
 // ProviderConfig is one upstream account: an endpoint and its keys.
 type ProviderConfig struct {
-	Name           string            `yaml:"name"`
+	Name string `yaml:"name"`
+	// Format is the provider's wire format: openai (default), anthropic
+	// (the Messages API) or gemini (the Gemini API, base_url
+	// https://generativelanguage.googleapis.com/v1beta; the key goes in
+	// x-goog-api-key). docs/formats.md says what each translates.
 	Format         string            `yaml:"format"`
 	BaseURL        string            `yaml:"base_url"`
 	APIKeys        []secret.String   `yaml:"api_keys"`
@@ -43,10 +47,12 @@ type ProviderConfig struct {
 	// Retry is the last-resort retry of the same candidate (retry.go).
 	Retry RetryConfig `yaml:"retry"`
 	// Auth is how the keys travel: bearer (default for openai), x-api-key
-	// (default for anthropic), none, or {header: NAME}.
+	// (default for anthropic), none, or {header: NAME} ({header:
+	// x-goog-api-key} is the default for gemini).
 	Auth AuthConfig `yaml:"auth"`
 	// DefaultMaxTokens is the max_tokens sent to an anthropic provider when
-	// the client sets none (default 4096).
+	// the client sets none (default 4096), and the maxOutputTokens sent to
+	// a gemini one (default: none, the model's own limit).
 	DefaultMaxTokens int `yaml:"default_max_tokens"`
 	// StreamUsage (format openai, default true) makes the gateway ask for
 	// usage on every chat stream (stream_options.include_usage), hiding the

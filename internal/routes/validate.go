@@ -15,7 +15,7 @@ import (
 )
 
 // Known wire formats: the upstream package has an adapter for each.
-var knownFormats = map[string]bool{upstream.FormatOpenAI: true, upstream.FormatAnthropic: true}
+var knownFormats = map[string]bool{upstream.FormatOpenAI: true, upstream.FormatAnthropic: true, upstream.FormatGemini: true}
 
 var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
@@ -184,7 +184,7 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		p.Format = "openai"
 	}
 	if !knownFormats[p.Format] {
-		return v.fail(path+".format", ": %s is unknown (known: openai, anthropic)", quoteShort(p.Format))
+		return v.fail(path+".format", ": %s is unknown (known: openai, anthropic, gemini)", quoteShort(p.Format))
 	}
 	if err := v.baseURL(p.BaseURL, path+".base_url"); err != nil {
 		return err
@@ -193,8 +193,8 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		return err
 	}
 	if _, written := v.lines[path+".default_max_tokens"]; written {
-		if p.Format != upstream.FormatAnthropic {
-			return v.fail(path+".default_max_tokens", " applies only to format anthropic (this provider is %s)", p.Format)
+		if p.Format != upstream.FormatAnthropic && p.Format != upstream.FormatGemini {
+			return v.fail(path+".default_max_tokens", " applies only to formats anthropic and gemini (this provider is %s)", p.Format)
 		}
 		if p.DefaultMaxTokens < 1 {
 			return v.fail(path+".default_max_tokens", " must be a positive whole number, got %d", p.DefaultMaxTokens)
@@ -273,8 +273,13 @@ func (v *validator) auth(p *ProviderConfig, path string) error {
 			return v.fail(path+".auth", " is empty (known: bearer, x-api-key, none, or {header: NAME})")
 		}
 		a.Style = AuthBearer
-		if p.Format == upstream.FormatAnthropic {
+		switch p.Format {
+		case upstream.FormatAnthropic:
 			a.Style = AuthXAPIKey
+		case upstream.FormatGemini:
+			// Gemini's header, never its ?key= query: a URL's query is
+			// kept by proxies and access logs.
+			a.Style, a.Header = AuthHeader, upstream.GeminiKeyHeader
 		}
 	case AuthBearer, AuthXAPIKey, AuthNone:
 	case AuthHeader:

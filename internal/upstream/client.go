@@ -99,6 +99,9 @@ type Call struct {
 	// caller's clock (the attempt loop's), so one request's times agree.
 	// Nil is the process clock.
 	Clock interface{ Now() time.Time }
+	// gemini: the call goes to a gemini provider (set by Build), whose
+	// error bodies say what a status alone does not (geminiStatus).
+	gemini bool
 }
 
 func (c *Call) now() time.Time {
@@ -177,7 +180,9 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 
 		ClientChosen: chosen,
 	}
-	if se.Code == http.StatusTooManyRequests {
+	if call.gemini {
+		geminiStatus(se)
+	} else if se.Code == http.StatusTooManyRequests {
 		se.KeyWide = keyWide(resp.Header, body)
 	}
 	CopyResponseHeaders(se.Header, resp.Header)

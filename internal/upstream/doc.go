@@ -2,7 +2,11 @@
 // response wire format, the tuned HTTP transport and its connection pools,
 // SSE event reading, header hygiene between client and provider, and the
 // classification of failures into typed errors (ConnectError, StatusError,
-// ProtocolError) that the attempt loop branches on.
+// ProtocolError) that the attempt loop branches on. Where a provider's
+// format is not the client's, the adapters here (exchange.go, reader.go;
+// gemini_exchange.go and gemini_reader.go for format gemini) hand the
+// bodies and streams to the pure translators in the subpackages
+// (anthropic, anthropicclient, gemini) and turn their errors into these.
 //
 // It does not decide failover order or talk to the admission scheduler; the
 // candidates package does that with the errors defined here.

@@ -37,6 +37,12 @@ type StatusError struct {
 	// KeyWide: a 429 that speaks for the whole key (keyWide), not for
 	// one model.
 	KeyWide bool
+	// KeyFault: the provider blamed the key in a status that does not say
+	// so, as Gemini answers a bad key 400 API_KEY_INVALID and a key whose
+	// project is not billed or not served in its region 400
+	// FAILED_PRECONDITION. Such an answer is no client fault: it is
+	// classified like a 401, so the provider's other keys are tried.
+	KeyFault bool
 }
 
 func (e *StatusError) Error() string { return fmt.Sprintf("upstream answered %d", e.Code) }
@@ -45,14 +51,14 @@ func (e *StatusError) Error() string { return fmt.Sprintf("upstream answered %d"
 // relayed to the client instead of failing over: any other provider would
 // refuse the same body.
 func (e *StatusError) ClientFault() bool {
-	return e.Code == http.StatusBadRequest || e.Code == http.StatusRequestEntityTooLarge || e.Code == http.StatusUnprocessableEntity
+	return !e.KeyFault && (e.Code == http.StatusBadRequest || e.Code == http.StatusRequestEntityTooLarge || e.Code == http.StatusUnprocessableEntity)
 }
 
 // KeyScoped reports whether the failure belongs to the key rather than the
 // provider (bad, unpaid, forbidden or rate-limited key), so the provider's other keys
 // remain worth trying.
 func (e *StatusError) KeyScoped() bool {
-	return e.Code == http.StatusUnauthorized || e.Code == http.StatusPaymentRequired ||
+	return e.KeyFault || e.Code == http.StatusUnauthorized || e.Code == http.StatusPaymentRequired ||
 		e.Code == http.StatusForbidden || e.Code == http.StatusTooManyRequests
 }
 

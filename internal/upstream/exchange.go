@@ -11,6 +11,7 @@ import (
 	"github.com/llmgw/gateway/internal/jsontext"
 	"github.com/llmgw/gateway/internal/upstream/anthropic"
 	"github.com/llmgw/gateway/internal/upstream/anthropicclient"
+	"github.com/llmgw/gateway/internal/upstream/gemini"
 )
 
 // A *ChatRequest is the adapter between one client request and each
@@ -28,6 +29,7 @@ import (
 // builds on the request's goroutine.
 func (r *ChatRequest) Build(ep *Endpoint, model string, call *Call) error {
 	call.URL = ep.URLs[r.Route]
+	call.gemini = ep.isGemini()
 	if !ep.Translates(r.Route) {
 		call.Body = r.bodyFor(ep, model)
 		return nil
@@ -36,10 +38,17 @@ func (r *ChatRequest) Build(ep *Endpoint, model string, call *Call) error {
 		r.x = &translation{}
 	}
 	if x := r.x; x.ep != ep || x.model != model {
-		x.ep, x.model = ep, model
-		x.body, x.err = r.translate(ep, model)
+		x.ep, x.model, x.url = ep, model, ""
+		if ep.isGemini() {
+			x.body, x.err = r.toGemini(ep, model, x)
+		} else {
+			x.body, x.err = r.translate(ep, model)
+		}
 	}
 	call.Body = r.x.body
+	if r.x.url != "" {
+		call.URL = r.x.url // a gemini method: the model is in the path
+	}
 	return r.x.err
 }
 
@@ -49,6 +58,8 @@ type translation struct {
 	model string
 	body  []byte
 	err   error
+	url   string              // the method's URL on a gemini endpoint
+	emb   gemini.EmbedRequest // a gemini embeddings translation, for its reader
 }
 
 // translate turns the client's body into ep's format.
@@ -82,6 +93,9 @@ func (r *ChatRequest) translate(ep *Endpoint, model string) ([]byte, error) {
 // attempt's own pass-through reader, reset and returned when nothing is
 // translated, so the common path allocates nothing.
 func (r *ChatRequest) Reader(ep *Endpoint, pass *PassReader) Reader {
+	if ep.isGemini() {
+		return r.geminiReader()
+	}
 	if ep.Translates(r.Route) {
 		created := time.Now().Unix()
 		if r.Route == RouteChat {
@@ -144,6 +158,11 @@ func (r *ChatRequest) Relayed(ep *Endpoint, se *StatusError) {
 		se.Header.Set("Content-Type", "application/json") // else net/http sniffs one
 	}
 	if !ep.Translates(r.Route) {
+		return
+	}
+	if ep.isGemini() {
+		se.Body = r.geminiRelayed(se)
+		se.Header.Set("Content-Type", "application/json")
 		return
 	}
 	switch r.Route {

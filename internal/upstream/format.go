@@ -35,7 +35,13 @@ func (r Route) String() string {
 const (
 	FormatOpenAI    = "openai"
 	FormatAnthropic = "anthropic"
+	FormatGemini    = "gemini" // the Gemini API (generativelanguage.googleapis.com)
 )
+
+// GeminiKeyHeader is the header a gemini provider's key travels in by
+// default: never the URL's ?key= query, which proxies and access logs
+// keep.
+const GeminiKeyHeader = "x-goog-api-key"
 
 // AnthropicVersion is the anthropic-version header sent to anthropic
 // providers whose headers do not set one and whose client did not send one.
@@ -98,6 +104,35 @@ type Endpoint struct {
 	// resumed stream's prefill): anthropic always, openai with the routes
 	// file's prefill: true.
 	Prefill bool
+	// gemini is where a gemini provider's methods are: the model is in
+	// the path (models/{model}:generateContent), so the URL is made per
+	// attempt (geminiURL) and URLs only says which routes are served.
+	gemini geminiBase
+}
+
+// geminiBase is a gemini endpoint's base URL, split where a method path
+// goes between its path and its query.
+type geminiBase struct {
+	prefix string // scheme://host/path, without a trailing slash
+	query  string // the routes file's query, encoded; "" for none
+}
+
+// isGemini reports whether the endpoint is a gemini one: a length test,
+// cheaper on every attempt than comparing the format's name with "gemini",
+// as long as "openai".
+func (e *Endpoint) isGemini() bool { return e.gemini.prefix != "" }
+
+// geminiURL is the URL of a method path from gemini.Path
+// ("models/m:streamGenerateContent?alt=sse") on ep.
+func (e *Endpoint) geminiURL(path string) string {
+	u := e.gemini.prefix + "/" + path
+	if e.gemini.query == "" {
+		return u
+	}
+	if strings.Contains(path, "?") {
+		return u + "&" + e.gemini.query
+	}
+	return u + "?" + e.gemini.query
 }
 
 // Serves reports whether the endpoint's format can serve the client route.
@@ -108,9 +143,11 @@ func (e *Endpoint) Serves(r Route) bool { return r < NumRoutes && e.URLs[r] != "
 func (e *Endpoint) Translates(r Route) bool {
 	switch r {
 	case RouteChat:
-		return e.Format == FormatAnthropic
+		return e.Format == FormatAnthropic || e.isGemini()
 	case RouteMessages:
-		return e.Format == FormatOpenAI
+		return e.Format == FormatOpenAI || e.isGemini()
+	case RouteEmbeddings:
+		return e.isGemini()
 	}
 	return false
 }
@@ -138,6 +175,21 @@ func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, hea
 		e.URLs[RouteChat] = at("/messages")
 		e.URLs[RouteMessages] = e.URLs[RouteChat]
 		e.Defaults = http.Header{"Anthropic-Version": {AnthropicVersion}}
+	case FormatGemini:
+		// Chat and Anthropic clients reach generateContent through the
+		// OpenAI form, embeddings batchEmbedContents; the Responses API
+		// is not translated, so that route is not served (the planner
+		// leaves such candidates out). URLs hold the models collection,
+		// which is what check-config shows; Build makes the method's URL.
+		base := at("/models")
+		e.URLs[RouteChat], e.URLs[RouteMessages], e.URLs[RouteEmbeddings] = base, base, base
+		v := *u
+		v.Path, v.RawQuery = strings.TrimRight(u.Path, "/"), ""
+		q := url.Values{}
+		for k, val := range query {
+			q.Set(k, val)
+		}
+		e.gemini = geminiBase{prefix: v.String(), query: q.Encode()}
 	case FormatOpenAI, "":
 		e.Format = FormatOpenAI
 		e.URLs[RouteChat] = at("/chat/completions")

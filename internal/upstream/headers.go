@@ -17,7 +17,7 @@ var hopHeaders = []string{
 // client's credentials and cookies, forwarding claims, and the headers the
 // gateway sets itself (framing, encoding, its own request ID and controls).
 var neverForwarded = map[string]bool{
-	"Authorization": true, "Cookie": true, "Api-Key": true, "X-Api-Key": true,
+	"Authorization": true, "Cookie": true, "Api-Key": true, "X-Api-Key": true, "X-Goog-Api-Key": true,
 	"Forwarded": true, "X-Real-Ip": true, "Host": true, "Content-Length": true,
 	"Content-Type": true, "Accept": true, "Accept-Encoding": true, "Content-Encoding": true,
 	"Expect": true, "X-Request-Id": true,
@@ -68,8 +68,11 @@ type Forwarding struct {
 
 // formatForwarding is what a provider format forwards by default.
 func formatForwarding(format string) Forwarding {
-	if format == FormatAnthropic {
+	switch format {
+	case FormatAnthropic:
 		return Forwarding{content: []string{"Anthropic-Version"}, chosen: []string{"Anthropic-Beta"}}
+	case FormatGemini:
+		return Forwarding{} // OpenAI-Beta means nothing to Gemini
 	}
 	return Forwarding{chosen: []string{"Openai-Beta"}}
 }

@@ -60,6 +60,8 @@ func keyWide(h http.Header, body []byte) bool {
 //   - OpenAI: code context_length_exceeded (also string_above_max_length);
 //   - Anthropic: invalid_request_error "prompt is too long: ...", and
 //     request_too_large (413);
+//   - Gemini: INVALID_ARGUMENT "The input token count (...) exceeds the
+//     maximum number of tokens allowed (...)";
 //   - any 413.
 func (e *StatusError) ContextLength() bool {
 	if e.Code == http.StatusRequestEntityTooLarge {
@@ -74,6 +76,11 @@ func (e *StatusError) ContextLength() bool {
 		return true
 	case typ == "invalid_request_error" && strings.HasPrefix(msg, "prompt is too long"):
 		// Anthropic's only signal is its message; its shape is stable.
+		return true
+	case typ == "" && strings.Contains(msg, "exceeds the maximum number of tokens allowed"):
+		// Gemini's, a 400 INVALID_ARGUMENT: "The input token count
+		// (1200000) exceeds the maximum number of tokens allowed
+		// (1048576)." Its body has no type, so no other format's matches.
 		return true
 	}
 	return false

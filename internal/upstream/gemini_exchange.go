@@ -1,0 +1,129 @@
+package upstream
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/llmgw/gateway/internal/upstream/anthropicclient"
+	"github.com/llmgw/gateway/internal/upstream/gemini"
+)
+
+// The adapter of format gemini: package gemini translates, this file
+// decides where the translation goes (the method's URL), how its refusals
+// and the provider's errors reach the client, and what the provider's
+// errors mean for failover. The readers are in gemini_reader.go.
+//
+// Chat clients are translated directly; Anthropic clients through the
+// OpenAI form (anthropicclient, as for an openai provider, then
+// ChatToGemini); embeddings through batchEmbedContents. The Responses API
+// is not translated: the endpoint does not serve it.
+
+// toGemini translates the client's body for a gemini endpoint, setting x's
+// URL (and, for embeddings, what its reader needs).
+func (r *ChatRequest) toGemini(ep *Endpoint, model string, x *translation) ([]byte, error) {
+	opts := gemini.Options{Model: model, MaxTokens: ep.DefaultMaxTokens}
+	chat := r.Body
+	switch r.Route {
+	case RouteEmbeddings:
+		t, err := gemini.EmbeddingsToGemini(r.Body, opts)
+		if err != nil {
+			return nil, geminiRefusal(err)
+		}
+		x.url, x.emb = ep.geminiURL(t.Path), t
+		return t.Body, nil
+	case RouteMessages:
+		b, _, err := anthropicclient.MessagesToChat(r.Body, model)
+		if err != nil {
+			var re *anthropicclient.RequestError
+			if errors.As(err, &re) {
+				return nil, &RequestError{Param: re.Param, Message: re.Message}
+			}
+			return nil, &RequestError{Message: err.Error()}
+		}
+		chat = b
+	case RouteChat:
+	default:
+		return nil, &RequestError{Message: "this route is not translated for format gemini"}
+	}
+	t, err := gemini.ChatToGemini(chat, opts)
+	if err != nil {
+		re := geminiRefusal(err)
+		if r.Route == RouteMessages && re.Param != "" {
+			// The field is the OpenAI form's (disable_parallel_tool_use
+			// became parallel_tool_calls, system left messages): named as
+			// such, never as if the Anthropic client had written it.
+			re.Message = "in the request's OpenAI form, " + re.Param + ": " + re.Message
+			re.Param = ""
+		}
+		return nil, re
+	}
+	x.url = ep.geminiURL(t.Path)
+	return t.Body, nil
+}
+
+// geminiRefusal is a translation's refusal as the client's 400: a
+// *gemini.FieldError names the field; any other error (no model) is the
+// gateway's wording.
+func geminiRefusal(err error) *RequestError {
+	var fe *gemini.FieldError
+	if errors.As(err, &fe) {
+		return &RequestError{Param: fe.Param, Message: fe.Message}
+	}
+	return &RequestError{Message: err.Error()}
+}
+
+// geminiStatus reads what a gemini provider's error body says beyond its
+// status:
+//
+//   - RetryInfo's retryDelay (sent with 429 RESOURCE_EXHAUSTED) is the
+//     wait when no Retry-After header gave one, bounded as a header is;
+//   - a key the body blames in a client-fault status (400 with an
+//     API_KEY_* reason, FAILED_PRECONDITION for billing or region) is the
+//     key's fault, not the client's (KeyFault): the provider's other keys
+//     are tried and the key cools, as for a 401.
+//
+// A 429 stays the model's (KeyWide false): Gemini's quotas are per project
+// and per model (requests and tokens per minute and per day), so another
+// model of the same key may still answer, as for OpenAI's plain 429.
+func geminiStatus(se *StatusError) {
+	ge, ok := gemini.ParseError(se.Code, se.Body)
+	if !ok {
+		return
+	}
+	if se.RetryAfter == 0 && ge.RetryDelay > 0 {
+		se.RetryAfter = min(ge.RetryDelay, maxRetryAfter)
+	}
+	se.KeyFault = ge.KeyScoped() && se.ClientFault()
+}
+
+// geminiRelayed is a gemini provider's client-fault answer in the client's
+// format: the provider's message, the OpenAI error type its google.rpc
+// status maps to (gemini.Error.OpenAIErrorType), the status kept.
+func (r *ChatRequest) geminiRelayed(se *StatusError) []byte {
+	msg, typ := http.StatusText(se.Code), "invalid_request_error"
+	if ge, ok := gemini.ParseError(se.Code, se.Body); ok {
+		if ge.Message != "" {
+			msg = ge.Message
+		}
+		typ = ge.OpenAIErrorType()
+	}
+	if r.Route == RouteMessages {
+		return anthropicclient.ErrorBody(se.Code, msg)
+	}
+	return openAIError(msg, typ, "", "")
+}
+
+// blockedAnswer is a prompt Gemini blocked (*gemini.BlockedError) as the
+// client's 400, in its format: the content is refused, so the request
+// fails over nowhere (another Gemini key would block it too) and the
+// client is told why, as a client fault is relayed.
+func blockedAnswer(route Route, be *gemini.BlockedError) *StatusError {
+	msg := be.Error()
+	se := &StatusError{Code: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/json"}}}
+	if route == RouteMessages {
+		se.Body = anthropicclient.ErrorBody(http.StatusBadRequest, msg)
+	} else {
+		se.Body = openAIError(msg, "invalid_request_error", "", "content_filter")
+	}
+	return se
+}
