@@ -82,13 +82,18 @@ func geminiRefusal(err error) *RequestError {
 //     key's fault, not the client's (KeyFault): the provider's other keys
 //     are tried and the key cools, as for a 401.
 //
-// A 429 stays the model's (KeyWide false): Gemini's quotas are per project
-// and per model (requests and tokens per minute and per day), so another
-// model of the same key may still answer, as for OpenAI's plain 429.
+// A 429 RESOURCE_EXHAUSTED speaks for the key (KeyWide), as the contract
+// has it (docs/formats.md): Gemini's quotas belong to the key's project,
+// and a project that ran out of requests or tokens per minute for one
+// model is usually near its other limits too, so the key cools and the
+// provider's other keys are tried before the next candidate.
 func geminiStatus(se *StatusError) {
 	ge, ok := gemini.ParseError(se.Code, se.Body)
 	if !ok {
 		return
+	}
+	if se.Code == http.StatusTooManyRequests {
+		se.KeyWide = true
 	}
 	if se.RetryAfter == 0 && ge.RetryDelay > 0 {
 		se.RetryAfter = min(ge.RetryDelay, maxRetryAfter)

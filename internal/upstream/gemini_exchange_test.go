@@ -125,7 +125,7 @@ func TestGeminiSendKeyAndErrors(t *testing.T) {
 		return se
 	}
 	se := send(429, `{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}`)
-	if se.RetryAfter != 37*time.Second || se.KeyWide || se.ClientFault() {
+	if se.RetryAfter != 37*time.Second || !se.KeyWide || se.ClientFault() {
 		t.Errorf("429: retry %s keyWide %v", se.RetryAfter, se.KeyWide)
 	}
 	se = send(400, `{"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID"}]}}`)
