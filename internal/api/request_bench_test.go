@@ -97,3 +97,51 @@ models:
 	}
 	b.ReportMetric(float64(toFirst.Nanoseconds())/float64(b.N), "ns-to-first-flush")
 }
+
+// jsonSender answers every call with one non-stream chat completion with
+// usage, as the load benchmark's mock does.
+type jsonSender struct{}
+
+var jsonAnswer = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":20,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":0}}}`)
+
+func (jsonSender) Send(context.Context, *upstream.Call) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(bytes.NewReader(jsonAnswer)), ContentLength: int64(len(jsonAnswer))}, nil
+}
+
+// BenchmarkChatRequest is the gateway's own work for one whole non-stream
+// request of a priced model, from the handler's entry to its return: the
+// open-loop phase of `make bench` without the network.
+func BenchmarkChatRequest(b *testing.B) {
+	routes, err := routes.Parse([]byte(`
+providers:
+  - { name: p, base_url: "http://p.example/v1", api_keys: [k], max_concurrency: 64, prices: { m: { input: 2.5, output: 10 } } }
+models:
+  - { name: m, candidates: [ { provider: p } ] }
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		b.Fatal(err)
+	}
+	planner, err := candidates.NewPlanner(routes, candidates.PlannerOptions{DefaultFirstByte: time.Minute, DefaultQueueBudget: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sched := admission.New(admission.Config{GlobalLimit: 64})
+	defer func() { _ = sched.Close(context.Background()) }()
+	runner := &candidates.Runner{Admit: sched, Record: nopRecorder{}, HoldMode: watchdog.HoldFirstBody,
+		Upstreams: map[string]candidates.Sender{"p": jsonSender{}}}
+	s := New(Options{Planner: planner, Runner: runner, MaxRequestBytes: 1 << 20, StreamWriteTimeout: 30 * time.Second})
+	defer s.Close()
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"Say hello"}]}`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := &discardWriter{h: http.Header{}}
+		s.ServeHTTP(w, r)
+		if w.written != int64(len(jsonAnswer)) {
+			b.Fatalf("%d bytes written, want %d", w.written, len(jsonAnswer))
+		}
+	}
+}
