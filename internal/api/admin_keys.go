@@ -295,4 +295,3 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeAdmin(w, map[string]any{"entries": list})
 }
-

@@ -227,7 +227,11 @@ func (s *Syncer) loadKey(ctx context.Context, conn *pgx.Conn, id string) error {
 // flush writes the snapshot when it is behind and snapshotEvery has
 // passed since the last write (or always, when final).
 func (s *Syncer) flush(final bool) {
-	if !s.dirty || s.opts.SnapshotPath == "" {
+	if s.opts.SnapshotPath == "" {
+		s.dirty = false // nowhere to write: never behind
+		return
+	}
+	if !s.dirty {
 		return
 	}
 	if !final && time.Since(s.lastWrite) < snapshotEvery {
