@@ -30,7 +30,9 @@ func TestMain(m *testing.M) {
 }
 
 // migrated is a fresh database with the gateway's migrations applied.
-func migrated(t *testing.T) secret.String {
+func migrated(t *testing.T) secret.String { return pgMigrated(t) }
+
+func pgMigrated(t testing.TB) secret.String {
 	t.Helper()
 	dsn := pgtest.DatabaseURL(t)
 	if err := report.Migrate(context.Background(), secret.New(dsn), "up", io.Discard); err != nil {
