@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/budget"
 	"github.com/llmgw/gateway/internal/keys"
 )
@@ -187,6 +188,16 @@ func (s *Server) keysList(w http.ResponseWriter, r *http.Request) {
 type keyDetail struct {
 	keys.Key
 	Budgets []budget.Status `json:"budgets"`
+	// Concurrency is the key's client gate on this replica (limit, in
+	// flight, queued); null when it has no max_concurrency or no attempt
+	// ran since the gate was last idle and discarded.
+	Concurrency *keyConcurrency `json:"concurrency"`
+}
+
+type keyConcurrency struct {
+	Limit   int `json:"limit"`
+	Active  int `json:"active"`
+	Pending int `json:"pending"`
 }
 
 func (s *Server) keysGet(w http.ResponseWriter, r *http.Request) {
@@ -205,6 +216,13 @@ func (s *Server) keysGet(w http.ResponseWriter, r *http.Request) {
 			if (b.Owner.Kind == budget.Client && b.Owner.Name == k.Name) ||
 				(k.Team != "" && b.Owner.Kind == budget.Team && b.Owner.Name == k.Team) {
 				d.Budgets = append(d.Budgets, b)
+			}
+		}
+	}
+	if k.MaxConcurrency > 0 && k.RevokedAt == nil && s.opts.Admission != nil {
+		for _, g := range s.opts.Admission.Stats().Targets {
+			if g.Gate == admission.ClientGate && g.ID == k.Name {
+				d.Concurrency = &keyConcurrency{Limit: g.Limit, Active: g.Active, Pending: g.Pending}
 			}
 		}
 	}

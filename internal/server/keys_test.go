@@ -286,3 +286,35 @@ func TestAPIKeysWithPostgresDown(t *testing.T) {
 		t.Fatal("a failed revoke changed something")
 	}
 }
+
+// TestAPIKeysBesideRoutesClients: routes-file clients keep working beside
+// API keys; a key cannot take a routes-file client's name; a key's limits
+// apply like a client's (its rate window, its concurrency gate).
+func TestAPIKeysBesideRoutesClients(t *testing.T) {
+	g := start(t, setup{db: true, routes: clientRoutes})
+	code, body := http.StatusServiceUnavailable, []byte(nil)
+	eventually(t, 10*time.Second, "the key store answers", func() (bool, string) {
+		code, body = g.adminDo(t, http.MethodPost, "/admin/keys", "admin-SENTINEL-token", `{"name":"app-1"}`)
+		return code != http.StatusServiceUnavailable, string(body)
+	})
+	if e := decodeError(t, body); code != http.StatusConflict || e.Error.Code != "name_taken" {
+		t.Fatalf("a key named like a routes-file client: %d %s", code, body)
+	}
+	k := g.createKey(t, `{"name":"limited","requests_per_minute":1,"max_concurrency":3}`)
+	g.waitChat(t, k.Key, http.StatusOK, time.Second)
+	if code, body := g.chatWith(t, k.Key); code != http.StatusTooManyRequests || decodeError(t, body).Error.Code != "rate_limit_exceeded" {
+		t.Fatalf("second request in the minute: %d %s", code, body)
+	}
+	if code, _ := g.chatWith(t, "app-1-SENTINEL-token"); code != http.StatusOK {
+		t.Fatalf("routes-file client beside API keys: %d", code)
+	}
+	code, body = g.adminDo(t, http.MethodGet, "/admin/keys/"+k.ID, "admin-SENTINEL-token", "")
+	var d struct {
+		Concurrency *struct {
+			Limit int `json:"limit"`
+		} `json:"concurrency"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &d) != nil || d.Concurrency == nil || d.Concurrency.Limit != 3 {
+		t.Fatalf("GET the key: %d %s", code, body)
+	}
+}
