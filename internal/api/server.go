@@ -355,6 +355,13 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 				"admin token is not valid")
 			return
 		}
+		if !admin && strings.HasPrefix(r.URL.Path, "/debug/") {
+			// Profiles (goroutine dumps with arguments, traces) are the
+			// operator's, not a read-only dashboard's.
+			writeError(w, r, http.StatusForbidden, typePermission, codeReadOnlyToken, "",
+				"the read token (GATEWAY_ADMIN_READ_TOKEN) may not profile: use GATEWAY_ADMIN_TOKEN")
+			return
+		}
 		if !admin && r.Method != http.MethodGet && r.Method != http.MethodHead {
 			writeError(w, r, http.StatusForbidden, typePermission, codeReadOnlyToken, "",
 				"the read token (GATEWAY_ADMIN_READ_TOKEN) may not write: use GATEWAY_ADMIN_TOKEN")

@@ -108,7 +108,7 @@ func (s *Syncer) run(ctx context.Context) {
 			backoff = minBackoff
 		}
 		if !s.failing {
-			s.opts.Logger.Warn("api keys: lost Postgres; serving the keys loaded last and retrying", "err", err)
+			s.opts.Logger.Warn("api keys: Postgres unavailable (or not migrated yet); serving the keys loaded last and retrying", "err", err)
 			s.failing = true
 		} else {
 			s.opts.Logger.Debug("api keys: Postgres still unavailable", "err", err)
