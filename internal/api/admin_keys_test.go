@@ -21,7 +21,10 @@ const testReadToken = "read-test-token"
 // downStore is a key store whose Postgres is away: every call fails.
 type downStore struct{ calls int }
 
-func (d *downStore) err() error { d.calls++; return fmt.Errorf("%w: dial refused", keys.ErrUnavailable) }
+func (d *downStore) err() error {
+	d.calls++
+	return fmt.Errorf("%w: dial refused", keys.ErrUnavailable)
+}
 func (d *downStore) Create(context.Context, string, keys.Change) (keys.Key, string, error) {
 	return keys.Key{}, "", d.err()
 }
