@@ -224,7 +224,7 @@ func (s *Store) Create(ctx context.Context, actor string, c Change) (Key, string
 	c.Apply(&k)
 	fields := c.Fields()
 	fields["hint"] = Hint(sec)
-	err = s.write(ctx, actor, "create", id.String(), fields, func(tx pgx.Tx) error {
+	k, err = s.write(ctx, actor, "create", id.String(), fields, func(ctx context.Context, tx pgx.Tx) error {
 		usd, per := budgetColumns(k.Budget)
 		_, err := tx.Exec(ctx, `INSERT INTO api_keys (id, name, team, key_sha256, hint, models, priority,
 			max_concurrency, requests_per_minute, tokens_per_minute, budget_usd, budget_per, cost_in_usage,
@@ -236,13 +236,12 @@ func (s *Store) Create(ctx context.Context, actor string, c Change) (Key, string
 	if err != nil {
 		return Key{}, "", err
 	}
-	k, err = s.Get(ctx, id.String())
-	return k, sec, err
+	return k, sec, nil
 }
 
 // Update applies c to the live key id.
 func (s *Store) Update(ctx context.Context, actor, id string, c Change) (Key, error) {
-	err := s.write(ctx, actor, "update", id, c.Fields(), func(tx pgx.Tx) error {
+	return s.write(ctx, actor, "update", id, c.Fields(), func(ctx context.Context, tx pgx.Tx) error {
 		k, err := lockLive(ctx, tx, id)
 		if err != nil {
 			return err
@@ -256,10 +255,6 @@ func (s *Store) Update(ctx context.Context, actor, id string, c Change) (Key, er
 			usd, per, k.CostInUsage, k.ExpiresAt, k.Metadata)
 		return err
 	})
-	if err != nil {
-		return Key{}, err
-	}
-	return s.Get(ctx, id)
 }
 
 // Rotate gives the live key id a new secret; the current one keeps
@@ -271,7 +266,7 @@ func (s *Store) Rotate(ctx context.Context, actor, id string, grace time.Duratio
 		return Key{}, "", fmt.Errorf("keys: random: %w", err)
 	}
 	fields := map[string]any{"grace": grace.String(), "hint": Hint(sec)}
-	err = s.write(ctx, actor, "rotate", id, fields, func(tx pgx.Tx) error {
+	k, err := s.write(ctx, actor, "rotate", id, fields, func(ctx context.Context, tx pgx.Tx) error {
 		if _, err := lockLive(ctx, tx, id); err != nil {
 			return err
 		}
@@ -288,14 +283,13 @@ func (s *Store) Rotate(ctx context.Context, actor, id string, grace time.Duratio
 	if err != nil {
 		return Key{}, "", err
 	}
-	k, err := s.Get(ctx, id)
-	return k, sec, err
+	return k, sec, nil
 }
 
 // Revoke ends the key id now, its secret in a rotation's grace too. A key
 // already revoked is returned as it is, with no audit row: nothing changed.
 func (s *Store) Revoke(ctx context.Context, actor, id string) (Key, error) {
-	err := s.write(ctx, actor, "revoke", id, map[string]any{}, func(tx pgx.Tx) error {
+	k, err := s.write(ctx, actor, "revoke", id, map[string]any{}, func(ctx context.Context, tx pgx.Tx) error {
 		_, err := lockLive(ctx, tx, id)
 		if err != nil {
 			return err
@@ -305,12 +299,9 @@ func (s *Store) Revoke(ctx context.Context, actor, id string) (Key, error) {
 		return err
 	})
 	if errors.Is(err, ErrRevoked) {
-		err = nil
+		return s.Get(ctx, id)
 	}
-	if err != nil {
-		return Key{}, err
-	}
-	return s.Get(ctx, id)
+	return k, err
 }
 
 // lockLive reads the key id FOR UPDATE, refusing a revoked one.
@@ -333,16 +324,22 @@ func lockLive(ctx context.Context, tx pgx.Tx, id string) (Key, error) {
 
 // write runs one admin write in a transaction with its audit row and the
 // NOTIFY that tells every replica (delivered at commit, so never before
-// the change is visible). Either all of it happens or none.
-func (s *Store) write(ctx context.Context, actor, action, id string, fields map[string]any, do func(pgx.Tx) error) error {
+// the change is visible). Either all of it happens or none. It returns
+// the key as the transaction left it, so an answer never misses its
+// write for a read that failed after the commit.
+func (s *Store) write(ctx context.Context, actor, action, id string, fields map[string]any, do func(context.Context, pgx.Tx) error) (Key, error) {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	changes, err := json.Marshal(fields)
 	if err != nil {
-		return fmt.Errorf("keys: audit: %w", err)
+		return Key{}, fmt.Errorf("keys: audit: %w", err)
 	}
+	var k Key
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := do(tx); err != nil {
+		if err := do(ctx, tx); err != nil {
+			return err
+		}
+		if k, err = loadOne(ctx, tx, id); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO admin_audit (actor, action, key_id, changes) VALUES ($1, $2, $3, $4)`,
@@ -352,7 +349,7 @@ func (s *Store) write(ctx context.Context, actor, action, id string, fields map[
 		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, Channel, id)
 		return err
 	})
-	return classify(err)
+	return k, classify(err)
 }
 
 func budgetColumns(b *Budget) (*float64, *string) {
