@@ -16,6 +16,7 @@ func TestParseCreateRefusals(t *testing.T) {
 		{`{"Name":"a"}`, "name"},
 		{`{"nam\u0065":"a","NAME":"b"}`, "name"},
 		{`{"name":"a","secret":"x"}`, "secret"},
+		{`{"name":"a","coſt_in_usage":true}`, "cost_in_usage"},
 		{`{"name":"a","key":"sk-gw-x"}`, "key"},
 		{`{"name":""}`, "name"},
 		{`{"name":" a"}`, "name"},

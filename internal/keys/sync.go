@@ -50,9 +50,10 @@ type Syncer struct {
 	done   chan struct{}
 
 	// owned by the goroutine
-	dirty     bool
-	lastWrite time.Time
-	failing   bool
+	dirty      bool
+	lastWrite  time.Time
+	failing    bool
+	loadedOnce bool
 }
 
 // NewSyncer returns a syncer for cache; Start runs it.
@@ -156,9 +157,9 @@ func (s *Syncer) session(ctx context.Context) (loaded bool, err error) {
 	if err := s.loadAll(ctx, conn); err != nil {
 		return false, err
 	}
-	if s.failing {
-		s.opts.Logger.Info("api keys: Postgres is back; keys reloaded", "keys", s.cache.Current().Len())
-		s.failing = false
+	if s.failing || !s.loadedOnce {
+		s.opts.Logger.Info("api keys: loaded from Postgres", "keys", s.cache.Current().Len())
+		s.failing, s.loadedOnce = false, true
 	}
 	nextFull := time.Now().Add(s.opts.Refresh)
 	for {
