@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -175,12 +176,32 @@ func (s *Server) keysList(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Revoked = &b
 	}
+	if v, ok := single(w, r, q, "limit"); !ok {
+		return
+	} else if v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > keys.MaxListLimit {
+			badParam(w, r, "limit", "limit must be an integer from 1 to "+strconv.Itoa(keys.MaxListLimit))
+			return
+		}
+		f.Limit = n
+	}
+	before, ok := single(w, r, q, "before")
+	if !ok {
+		return
+	}
+	f.Before = before
 	list, err := st.List(r.Context(), f)
 	if err != nil {
 		s.keyError(w, r, err)
 		return
 	}
-	s.writeAdmin(w, map[string]any{"keys": list})
+	// next_before pages on: set when the page is full, so more may follow.
+	var next *string
+	if limit := cmp.Or(f.Limit, keys.DefaultListLimit); len(list) == limit {
+		next = &list[len(list)-1].ID
+	}
+	s.writeAdmin(w, map[string]any{"keys": list, "next_before": next})
 }
 
 // keyDetail is GET /admin/keys/{id}: the record and its budgets' current

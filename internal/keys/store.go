@@ -60,11 +60,21 @@ func Open(dsn secret.String) (*Store, error) {
 // Close closes the pool.
 func (s *Store) Close() { s.pool.Close() }
 
-// Filter selects the keys List returns.
+// Filter selects the keys List returns: newest first, at most Limit
+// (DefaultListLimit when 0), older than the key Before when set (ids are
+// UUID v7, so in creation order).
 type Filter struct {
 	Team    *string
 	Revoked *bool
+	Limit   int
+	Before  string
 }
+
+// List page sizes.
+const (
+	DefaultListLimit = 500
+	MaxListLimit     = 5000
+)
 
 // AuditEntry is one admin_audit row.
 type AuditEntry struct {
@@ -181,7 +191,19 @@ func (s *Store) List(ctx context.Context, f Filter) ([]Key, error) {
 			where += " AND revoked_at IS NULL"
 		}
 	}
-	ks, err := queryKeys(ctx, s.pool, where+" ORDER BY created_at DESC, id DESC", args...)
+	if f.Before != "" {
+		if _, err := uuid.Parse(f.Before); err != nil {
+			return nil, &FieldError{Field: "before", Message: "must be a key id (next_before of an earlier page)"}
+		}
+		args = append(args, f.Before)
+		where += fmt.Sprintf(" AND id < $%d", len(args))
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	args = append(args, min(limit, MaxListLimit))
+	ks, err := queryKeys(ctx, s.pool, where+fmt.Sprintf(" ORDER BY id DESC LIMIT $%d", len(args)), args...)
 	if ks == nil {
 		ks = []Key{}
 	}

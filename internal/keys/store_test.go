@@ -213,6 +213,31 @@ func TestLifecycleAcrossReplicas(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].ID != k.ID {
 		t.Fatalf("live keys: %v %v", list, err)
 	}
+	// Paging: newest first, each page older than the last one's end.
+	seen := map[string]bool{}
+	before := ""
+	for page := 0; ; page++ {
+		got, err := st.List(ctx, Filter{Limit: 30, Before: before})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range got {
+			if seen[k.ID] || (before != "" && k.ID >= before) {
+				t.Fatalf("page %d: %s out of order or twice", page, k.ID)
+			}
+			seen[k.ID] = true
+		}
+		if len(got) < 30 {
+			break
+		}
+		before = got[len(got)-1].ID
+	}
+	if len(seen) != n+1 {
+		t.Fatalf("paging saw %d keys, want %d", len(seen), n+1)
+	}
+	if _, err := st.List(ctx, Filter{Before: "x"}); !errors.As(err, new(*FieldError)) {
+		t.Fatalf("a bad cursor: %v", err)
+	}
 	blob, _ := json.Marshal(map[string]any{"audit": audit, "list": list})
 	for _, s := range append(secrets, secs...) {
 		if bytes.Contains(blob, []byte(s)) {
