@@ -318,3 +318,40 @@ func TestAPIKeysBesideRoutesClients(t *testing.T) {
 		t.Fatalf("GET the key: %d %s", code, body)
 	}
 }
+
+// TestAPIKeyBudgetRefusal: an API key's budget holds like a routes-file
+// client's (TestBudgetRefusal): 0.004 a request against 0.01 a day, so the
+// fourth request is refused before reaching the provider, naming the key.
+func TestAPIKeyBudgetRefusal(t *testing.T) {
+	oa, calls := countedCostProvider(t)
+	an := costProvider(t)
+	g := start(t, setup{routes: costRoutes(oa.URL, an.URL), db: true})
+	k := g.createKey(t, `{"name":"key-costly","budget":{"usd":0.01,"per":"day"}}`)
+	g.waitChat(t, "sk-gw-nope", http.StatusUnauthorized, 5*time.Second) // the key set is in
+	eventually(t, 3*time.Second, "the key's budget is set", func() (bool, string) {
+		_, body := g.adminDo(t, http.MethodGet, "/admin/budgets", "admin-SENTINEL-token", "")
+		return strings.Contains(string(body), `"key-costly"`), string(body)
+	})
+	const body = `{"model":"m-oa","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
+	ok := 0
+	var last []byte
+	for range 10 {
+		resp, got := g.post(t, body, "Authorization", "Bearer "+k.Key)
+		if resp.StatusCode != http.StatusOK {
+			last = got
+			if resp.StatusCode != http.StatusTooManyRequests {
+				t.Fatalf("%d %s", resp.StatusCode, got)
+			}
+			break
+		}
+		ok++
+	}
+	e := decodeError(t, last)
+	if ok != 3 || e.Error.Code != "budget_exceeded" || !strings.Contains(e.Error.Message, "client key-costly, day") {
+		t.Fatalf("%d answered, then %s", ok, last)
+	}
+	before := calls.Load()
+	if resp, _ := g.post(t, body, "Authorization", "Bearer "+k.Key); resp.StatusCode != http.StatusTooManyRequests || calls.Load() != before {
+		t.Fatalf("the next request: %d, provider calls %d -> %d", resp.StatusCode, before, calls.Load())
+	}
+}
