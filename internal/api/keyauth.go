@@ -17,6 +17,12 @@ type KeySource interface {
 	Current() *keys.Set
 }
 
+// KeySync is where the key set comes from, for /readyz (implemented by
+// *keys.Syncer): "loading", "snapshot", "ok" or "stale".
+type KeySync interface {
+	State() string
+}
+
 // keyClient is an API key as the request path uses it: the same model as
 // a routes-file client (name, team, priority, limits, budget,
 // cost_in_usage) plus the key's model allowlist. Built once per load of

@@ -74,6 +74,7 @@ type Options struct {
 	Clients            *ClientKeys    // nil: the API is open
 	Keys               KeySource      // API keys issued at run time; nil: none
 	KeyStore           KeyStore       // /admin/keys; nil: those routes answer 404
+	KeySync            KeySync        // the key set's state for /readyz; nil: "disabled"
 	Rates              RateCounter    // counts clients' rate limits; nil: none are enforced
 	Quota              QuotaState     // shared limits' state for /readyz; nil: limits are local
 	Routes             *routes.Routes // the routes file Planner and Clients came from; optional
@@ -271,11 +272,15 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 			quota = "degraded"
 		}
 	}
+	keyState := "disabled"
+	if s.opts.KeySync != nil {
+		keyState = s.opts.KeySync.State()
+	}
 	if s.notReady.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining", "report": store, "quota": quota})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining", "report": store, "quota": quota, "keys": keyState})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "report": store, "quota": quota})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "report": store, "quota": quota, "keys": keyState})
 }
 
 // listModels serves GET /v1/models: every routed model, or, to an API key

@@ -301,6 +301,9 @@ func TestSnapshotServesWhilePostgresDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.waitStatus(t, goneSec, Revoked, time.Second)
+	if st := a.syncer.State(); st != "ok" {
+		t.Fatalf("state following Postgres: %s", st)
+	}
 	a.syncer.Close() // writes what the debounce still held
 
 	b, err := os.ReadFile(snap)
@@ -311,8 +314,8 @@ func TestSnapshotServesWhilePostgresDown(t *testing.T) {
 		t.Fatal("the snapshot holds a secret")
 	}
 	down := startReplica(t, closedPort(t), snap, time.Hour)
-	if !down.cache.Loaded() {
-		t.Fatal("the snapshot was not loaded at start")
+	if !down.cache.Loaded() || down.syncer.State() != "snapshot" {
+		t.Fatalf("the snapshot was not loaded at start (%s)", down.syncer.State())
 	}
 	if s := down.status(liveSec); s != Valid {
 		t.Fatalf("live key from the snapshot: %v", s)

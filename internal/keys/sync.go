@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,23 @@ type SyncOptions struct {
 	SnapshotPath string
 	Logger       *slog.Logger
 }
+
+// syncState is what State reports.
+type syncState int32
+
+const (
+	stateLoading  syncState = iota // nothing loaded: no snapshot, Postgres not reached yet
+	stateSnapshot                  // serving the snapshot; Postgres not reached yet
+	stateOK                        // following Postgres
+	stateStale                     // Postgres lost after a load: serving the last set
+)
+
+var stateNames = [...]string{stateLoading: "loading", stateSnapshot: "snapshot", stateOK: "ok", stateStale: "stale"}
+
+// State is the key set's source, for /readyz: "loading", "snapshot",
+// "ok" or "stale". None of them makes the gateway unready: a replica
+// serving its last set still authenticates every key it knew.
+func (s *Syncer) State() string { return stateNames[s.state.Load()] }
 
 // DefaultRefresh is GATEWAY_KEYS_REFRESH's default.
 const DefaultRefresh = 60 * time.Second
@@ -48,6 +66,8 @@ type Syncer struct {
 	opts   SyncOptions
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	state atomic.Int32 // a syncState
 
 	// owned by the goroutine
 	dirty      bool
@@ -78,6 +98,7 @@ func (s *Syncer) Start(ctx context.Context) {
 			s.opts.Logger.Warn("api keys: snapshot unreadable; waiting for Postgres", "err", err)
 		case list != nil:
 			s.cache.replace(list)
+			s.state.Store(int32(stateSnapshot))
 			s.opts.Logger.Info("api keys: snapshot loaded", "keys", len(list))
 		}
 	}
@@ -108,6 +129,7 @@ func (s *Syncer) run(ctx context.Context) {
 		if loaded {
 			backoff = minBackoff
 		}
+		s.state.CompareAndSwap(int32(stateOK), int32(stateStale))
 		if !s.failing {
 			s.opts.Logger.Warn("api keys: Postgres unavailable (or not migrated yet); serving the keys loaded last and retrying", "err", err)
 			s.failing = true
@@ -157,6 +179,7 @@ func (s *Syncer) session(ctx context.Context) (loaded bool, err error) {
 	if err := s.loadAll(ctx, conn); err != nil {
 		return false, err
 	}
+	s.state.Store(int32(stateOK))
 	if s.failing || !s.loadedOnce {
 		s.opts.Logger.Info("api keys: loaded from Postgres", "keys", s.cache.Current().Len())
 		s.failing, s.loadedOnce = false, true

@@ -260,6 +260,10 @@ func TestAPIKeysWithPostgresDown(t *testing.T) {
 	spool := t.TempDir()
 	up := start(t, setup{db: true, env: map[string]string{"GATEWAY_SPOOL_DIR": spool}})
 	live := up.createKey(t, `{"name":"live"}`)
+	eventually(t, 5*time.Second, "/readyz says the keys follow Postgres", func() (bool, string) {
+		_, body := up.get(t, "/readyz", false)
+		return strings.Contains(string(body), `"keys":"ok"`), string(body)
+	})
 	gone := up.createKey(t, `{"name":"gone"}`)
 	if code, body := up.adminDo(t, http.MethodDelete, "/admin/keys/"+gone.ID, "admin-SENTINEL-token", ""); code != http.StatusOK {
 		t.Fatalf("revoke: %d %s", code, body)
@@ -268,6 +272,9 @@ func TestAPIKeysWithPostgresDown(t *testing.T) {
 	up.shutdown(t) // the syncer writes the snapshot as it stops
 
 	down := start(t, setup{env: map[string]string{"GATEWAY_SPOOL_DIR": spool, "GATEWAY_DATABASE_URL": closedDSN(t)}})
+	if code, body := down.get(t, "/readyz", false); code != http.StatusOK || !strings.Contains(string(body), `"keys":"snapshot"`) {
+		t.Fatalf("/readyz serving the snapshot: %d %s", code, body)
+	}
 	if code, body := down.chatWith(t, live.Key); code != http.StatusOK {
 		t.Fatalf("snapshot key with Postgres down: %d %s", code, body)
 	}

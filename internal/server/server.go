@@ -153,7 +153,7 @@ func New(ctx context.Context, cfg config.Config, routes *routes.Routes, log *slo
 		Budgets: g.Budgets, AdminReadToken: cfg.AdminReadToken,
 	}
 	if g.keys.cache != nil {
-		apiOpts.Keys, apiOpts.KeyStore = g.keys.cache, g.keys.store
+		apiOpts.Keys, apiOpts.KeyStore, apiOpts.KeySync = g.keys.cache, g.keys.store, g.keys.syncer
 	}
 	g.API = api.New(apiOpts)
 	return g, nil
