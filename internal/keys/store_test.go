@@ -345,3 +345,42 @@ func TestFullReloadBackstop(t *testing.T) {
 	}
 	r.waitStatus(t, sec, Revoked, 2*time.Second)
 }
+
+// TestRotationEdges: a rotation during a grace ends the older secret at
+// once (a key has at most two), and a revocation ends both.
+func TestRotationEdges(t *testing.T) {
+	ctx := context.Background()
+	dsn := migrated(t)
+	st := openStore(t, dsn)
+	r := startReplica(t, dsn, "", time.Hour)
+	k, s1, err := st.Create(ctx, "admin:test", name("web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s2, err := st.Rotate(ctx, "admin:test", k.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitStatus(t, s2, Valid, 5*time.Second)
+	if r.status(s1) != Valid {
+		t.Fatal("s1 within its grace is refused")
+	}
+	_, s3, err := st.Rotate(ctx, "admin:test", k.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitStatus(t, s3, Valid, time.Second)
+	if r.status(s1) != Unknown || r.status(s2) != Valid {
+		t.Fatalf("after a second rotation: s1 %v (want unknown), s2 %v (want valid)", r.status(s1), r.status(s2))
+	}
+	if _, err := st.Revoke(ctx, "admin:test", k.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.waitStatus(t, s3, Revoked, time.Second)
+	if r.status(s2) != Revoked {
+		t.Fatalf("the secret in its grace after a revocation: %v", r.status(s2))
+	}
+	if _, _, err := st.Rotate(ctx, "admin:test", k.ID, 0); !errors.Is(err, ErrRevoked) {
+		t.Fatalf("rotating a revoked key: %v", err)
+	}
+}
