@@ -384,3 +384,41 @@ func TestRotationEdges(t *testing.T) {
 		t.Fatalf("rotating a revoked key: %v", err)
 	}
 }
+
+// TestReconnectAfterOutage: the listening connection is cut; a revocation
+// made meanwhile (by another replica, whose Postgres is fine) takes effect
+// once the syncer is back, by the full reload that follows a reconnection.
+func TestReconnectAfterOutage(t *testing.T) {
+	ctx := context.Background()
+	dsn := migrated(t)
+	st := openStore(t, dsn)
+	proxy := pgtest.NewProxy(t, pgtest.TargetOf(t, dsn.Reveal()))
+	proxy.Up()
+	r := startReplica(t, secret.New(pgtest.ViaProxy(t, dsn.Reveal(), proxy)), "", time.Hour)
+	k, sec, err := st.Create(ctx, "admin:test", name("web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.waitStatus(t, sec, Valid, 5*time.Second)
+	proxy.Down()
+	deadline := time.Now().Add(5 * time.Second)
+	for r.syncer.State() != "stale" {
+		if time.Now().After(deadline) {
+			t.Fatalf("state %s after the outage, want stale", r.syncer.State())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := st.Revoke(ctx, "admin:test", k.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if r.status(sec) != Valid {
+		t.Fatal("the cut replica saw the revocation without a connection")
+	}
+	proxy.Up()
+	took := r.waitStatus(t, sec, Revoked, 8*time.Second)
+	t.Logf("revocation applied %s after Postgres came back", took)
+	if r.syncer.State() != "ok" {
+		t.Fatalf("state %s once back", r.syncer.State())
+	}
+}

@@ -54,6 +54,11 @@ const (
 	maxBackoff    = 5 * time.Second
 	// loadTimeout bounds one load on the listening connection.
 	loadTimeout = 30 * time.Second
+	// pingEvery and pingTimeout bound how long a silently dead listening
+	// connection goes unnoticed: about 7 s, after which the syncer
+	// reconnects and reloads everything.
+	pingEvery   = 5 * time.Second
+	pingTimeout = 2 * time.Second
 )
 
 // Syncer keeps a Cache current: a dedicated connection LISTENs on
@@ -185,8 +190,9 @@ func (s *Syncer) session(ctx context.Context) (loaded bool, err error) {
 		s.failing, s.loadedOnce = false, true
 	}
 	nextFull := time.Now().Add(s.opts.Refresh)
+	nextPing := time.Now().Add(pingEvery)
 	for {
-		deadline := nextFull
+		deadline := minTime(nextFull, nextPing)
 		if s.dirty {
 			deadline = minTime(deadline, s.lastWrite.Add(snapshotEvery))
 		}
@@ -197,12 +203,18 @@ func (s *Syncer) session(ctx context.Context) (loaded bool, err error) {
 		case ctx.Err() != nil:
 			return true, ctx.Err()
 		case err != nil && wctx.Err() != nil && !conn.IsClosed():
-			// The wait's own deadline: time for a snapshot or a reload.
+			// The wait's own deadline: time for a ping, a snapshot or a reload.
 			if !time.Now().Before(nextFull) {
 				if err := s.loadAll(ctx, conn); err != nil {
 					return true, err
 				}
 				nextFull = time.Now().Add(s.opts.Refresh)
+			}
+			if !time.Now().Before(nextPing) {
+				if err := s.ping(ctx, conn); err != nil {
+					return true, err
+				}
+				nextPing = time.Now().Add(pingEvery)
 			}
 			s.flush(false)
 			continue
@@ -214,6 +226,18 @@ func (s *Syncer) session(ctx context.Context) (loaded bool, err error) {
 		}
 		s.flush(false)
 	}
+}
+
+// ping checks the listening connection: one that died without a word (a
+// partition, a failover that kept the socket) would otherwise miss every
+// change until the next full reload timed out.
+func (s *Syncer) ping(ctx context.Context, conn *pgx.Conn) error {
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if err := conn.Ping(pctx); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	return nil
 }
 
 func (s *Syncer) loadAll(ctx context.Context, conn *pgx.Conn) error {
