@@ -75,16 +75,12 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 		return nil, nil, nil
 	}
 	rt := s.routing.Load() // one routes file for the whole request
-	clientName, ceiling := "", admission.Interactive
-	var limits clientLimits
-	if rt.Clients != nil {
-		name, c, ok := rt.Clients.Authenticate(clientToken(r.Header))
-		if !ok {
-			rj.reject(http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
-			return nil, nil, nil
-		}
-		clientName, ceiling, limits = name, c, rt.Clients.limitsOf(name)
+	who, ok, msg := s.authenticate(rt, r.Header)
+	if !ok {
+		rj.reject(http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", msg)
+		return nil, nil, nil
 	}
+	clientName, ceiling, limits := who.name, who.ceiling, who.limits
 	prio, err := requestPriority(r.Header.Get(priorityHeader), ceiling)
 	if err != nil {
 		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
@@ -106,6 +102,13 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 		var re *upstream.RequestError
 		errors.As(err, &re)
 		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
+		return nil, nil, nil
+	}
+	if !who.allows(chat.Model) {
+		// Before planning: a key learns nothing of the models outside its
+		// list, not even whether they exist.
+		rj.reject(http.StatusForbidden, typePermission, codeModelNotAllowed, "model",
+			"this API key may not use the model '"+chat.Model+"'")
 		return nil, nil, nil
 	}
 	planStart := time.Now()

@@ -66,14 +66,28 @@ func NewClientKeys(cfg []routes.ClientConfig) *ClientKeys {
 }
 
 // Authenticate returns the client owning the Authorization header's bearer
-// token. Every configured digest is compared in constant time, so the time
-// taken does not say which client came close.
+// token.
 func (ck *ClientKeys) Authenticate(authorization string) (name string, ceiling admission.Priority, ok bool) {
-	token, found := strings.CutPrefix(authorization, "Bearer ")
-	if !found || token == "" {
+	token, found := bearer(authorization)
+	if !found {
 		return "", 0, false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	sum := sha256.Sum256([]byte(token))
+	return ck.match(&sum)
+}
+
+// bearer is the token of an Authorization header, trimmed; false when
+// there is none.
+func bearer(authorization string) (string, bool) {
+	token, found := strings.CutPrefix(authorization, "Bearer ")
+	token = strings.TrimSpace(token)
+	return token, found && token != ""
+}
+
+// match finds the client whose digest is sum. Every configured digest is
+// compared in constant time, so the time taken does not say which client
+// came close.
+func (ck *ClientKeys) match(sum *[sha256.Size]byte) (name string, ceiling admission.Priority, ok bool) {
 	match := -1
 	for i := range ck.clients {
 		if subtle.ConstantTimeCompare(sum[:], ck.clients[i].digest[:]) == 1 {

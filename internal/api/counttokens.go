@@ -32,11 +32,10 @@ func (s *Server) messagesCountTokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt := s.routing.Load()
-	if rt.Clients != nil {
-		if _, _, ok := rt.Clients.Authenticate(clientToken(r.Header)); !ok {
-			fail(http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", "invalid or missing API key")
-			return
-		}
+	who, ok, msg := s.authenticate(rt, r.Header)
+	if !ok {
+		fail(http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", msg)
+		return
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
@@ -59,6 +58,10 @@ func (s *Server) messagesCountTokens(w http.ResponseWriter, r *http.Request) {
 		Tools    json.RawMessage `json:"tools"`
 	}
 	_ = json.Unmarshal(body, &req) // valid JSON: ParseRequest said so
+	if !who.allows(parsed.Model) {
+		fail(http.StatusForbidden, typePermission, codeModelNotAllowed, "model", "this API key may not use the model '"+parsed.Model+"'")
+		return
+	}
 	if _, _, err := rt.Planner.PlanRoute(parsed.Model, upstream.RouteMessages); err != nil {
 		fail(http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model", "the model '"+parsed.Model+"' does not exist on this gateway")
 		return

@@ -17,6 +17,7 @@ const (
 	typeRateLimit      = "rate_limit_error"
 	typeUpstream       = "upstream_error"
 	typeServer         = "server_error"
+	typePermission     = "permission_error"
 
 	codeInvalidRequest      = "invalid_request"
 	codeInvalidAPIKey       = "invalid_api_key"
@@ -27,6 +28,9 @@ const (
 	codeShuttingDown        = "shutting_down"
 	codeNotFound            = "not_found"
 	codeMethodNotAllowed    = "method_not_allowed"
+	codeModelNotAllowed     = "model_not_allowed"
+	codeStoreUnavailable    = "store_unavailable"
+	codeReadOnlyToken       = "read_only_token"
 )
 
 type errorBody struct {

@@ -72,6 +72,9 @@ type Options struct {
 	Health             HealthStats    // nil: /admin/health answers an empty list
 	Reports            ReportStore    // nil: records off
 	Clients            *ClientKeys    // nil: the API is open
+	Keys               KeySource      // API keys issued at run time; nil: none
+	KeyStore           KeyStore       // /admin/keys; nil: those routes answer 404
+	KeySync            KeySync        // the key set's state for /readyz; nil: "disabled"
 	Rates              RateCounter    // counts clients' rate limits; nil: none are enforced
 	Quota              QuotaState     // shared limits' state for /readyz; nil: limits are local
 	Routes             *routes.Routes // the routes file Planner and Clients came from; optional
@@ -79,6 +82,7 @@ type Options struct {
 	MaxRequestBytes    int64
 	StreamWriteTimeout time.Duration // bounds one write of an answer, stream or body; 0: none
 	AdminToken         secret.String
+	AdminReadToken     secret.String // may GET /admin/*, 403 on writes; empty: none
 	// Redactor holds the secrets the gateway knows. A provider's 400, 413
 	// or 422 body relayed to the client, and every /admin answer (records
 	// written before redaction by value existed included), are cleaned of
@@ -186,6 +190,7 @@ func New(opts Options) *Server {
 			r.Get("/admin/config", s.adminConfig)
 			r.Get("/admin/spend", s.adminSpend)
 			r.Get("/admin/budgets", s.adminBudgets)
+			s.mountKeys(r)
 			if opts.PProf {
 				r.HandleFunc("/debug/pprof/*", pprof.Index)
 				r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -267,16 +272,34 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 			quota = "degraded"
 		}
 	}
+	keyState := "disabled"
+	if s.opts.KeySync != nil {
+		keyState = s.opts.KeySync.State()
+	}
 	if s.notReady.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining", "report": store, "quota": quota})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining", "report": store, "quota": quota, "keys": keyState})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "report": store, "quota": quota})
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "report": store, "quota": quota, "keys": keyState})
 }
 
-func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {
+// listModels serves GET /v1/models: every routed model, or, to an API key
+// with a model allowlist, the routed models the key may use. A request
+// without a valid key gets the whole list, as before keys existed.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	rt := s.routing.Load()
+	body := rt.models
+	if who, ok, _ := s.authenticate(rt, r.Header); ok && who.models != nil && len(who.models) > 0 {
+		var names []string
+		for _, m := range rt.Planner.Models() {
+			if who.allows(m) {
+				names = append(names, m)
+			}
+		}
+		body = encodeModels(names)
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(s.routing.Load().models)
+	_, _ = w.Write(body)
 }
 
 func encodeModels(names []string) []byte {
@@ -297,15 +320,33 @@ func encodeModels(names []string) []byte {
 	return b
 }
 
-// requireAdmin guards /admin/* and /debug/pprof/* with the admin token. A
-// missing token and a wrong one get different messages, so an operator
-// knows whether the console sent nothing or sent the wrong thing; neither
-// says anything of the token. The comparison is of SHA-256 digests in
-// constant time: comparing the raw strings would return early on a length
-// mismatch and so time the token's length.
+// requireAdmin guards /admin/* and /debug/pprof/* with the admin token,
+// or the read token (GATEWAY_ADMIN_READ_TOKEN) for reads. A missing token
+// and a wrong one get different messages, so an operator knows whether
+// the console sent nothing or sent the wrong thing; neither says anything
+// of the token. The comparison is of SHA-256 digests in constant time:
+// comparing the raw strings would return early on a length mismatch and
+// so time the token's length. A token in the query string is refused
+// even when right: URLs end up in access logs, proxies' logs and browser
+// history.
 func (s *Server) requireAdmin(next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte("Bearer " + s.opts.AdminToken.Reveal()))
+	var read [sha256.Size]byte
+	hasRead := !s.opts.AdminReadToken.Empty()
+	if hasRead {
+		read = sha256.Sum256([]byte("Bearer " + s.opts.AdminReadToken.Reveal()))
+	}
+	isToken := func(sum *[sha256.Size]byte) (admin, reader bool) {
+		admin = subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+		reader = hasRead && subtle.ConstantTimeCompare(sum[:], read[:]) == 1
+		return admin, reader
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tokenInQuery(r, isToken) {
+			writeError(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "",
+				"tokens are not accepted in the query string: send Authorization: Bearer <token>")
+			return
+		}
 		got := r.Header.Get("Authorization")
 		if strings.TrimSpace(got) == "" || strings.TrimSpace(got) == "Bearer" {
 			writeError(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "",
@@ -313,13 +354,52 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 			return
 		}
 		sum := sha256.Sum256([]byte(got))
-		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+		admin, reader := isToken(&sum)
+		if !admin && !reader {
 			writeError(w, r, http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "",
 				"admin token is not valid")
 			return
 		}
+		if !admin && strings.HasPrefix(r.URL.Path, "/debug/") {
+			// Profiles (goroutine dumps with arguments, traces) are the
+			// operator's, not a read-only dashboard's.
+			writeError(w, r, http.StatusForbidden, typePermission, codeReadOnlyToken, "",
+				"the read token (GATEWAY_ADMIN_READ_TOKEN) may not profile: use GATEWAY_ADMIN_TOKEN")
+			return
+		}
+		if !admin && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			writeError(w, r, http.StatusForbidden, typePermission, codeReadOnlyToken, "",
+				"the read token (GATEWAY_ADMIN_READ_TOKEN) may not write: use GATEWAY_ADMIN_TOKEN")
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// queryTokenNames are query parameters that carry a credential by
+// convention; a request naming one is refused whatever its value.
+var queryTokenNames = []string{"token", "access_token", "admin_token", "api_key", "apikey", "key", "authorization", "bearer"}
+
+// tokenInQuery reports whether r's query string carries a credential: a
+// parameter of queryTokenNames, or a value that is one of the tokens.
+func tokenInQuery(r *http.Request, isToken func(*[sha256.Size]byte) (bool, bool)) bool {
+	if r.URL.RawQuery == "" {
+		return false
+	}
+	for name, vals := range r.URL.Query() {
+		for _, n := range queryTokenNames {
+			if strings.EqualFold(name, n) {
+				return true
+			}
+		}
+		for _, v := range vals {
+			sum := sha256.Sum256([]byte("Bearer " + strings.TrimPrefix(v, "Bearer ")))
+			if a, rd := isToken(&sum); a || rd {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (s *Server) adminAdmission(w http.ResponseWriter, _ *http.Request) {

@@ -63,6 +63,12 @@ type Config struct {
 	ShutdownDelay time.Duration `env:"GATEWAY_SHUTDOWN_DELAY" envDefault:"0s"`
 	// AdminToken guards /admin/* and /debug/pprof/*; empty turns them off.
 	AdminToken secret.String `env:"GATEWAY_ADMIN_TOKEN"`
+	// AdminReadToken may read /admin/* (and the console) but gets 403 on
+	// every write; empty: none. Only with AdminToken.
+	AdminReadToken secret.String `env:"GATEWAY_ADMIN_READ_TOKEN"`
+	// KeysRefresh is the full reload of the API keys from Postgres, the
+	// backstop behind LISTEN/NOTIFY (docs/keys.md).
+	KeysRefresh time.Duration `env:"GATEWAY_KEYS_REFRESH" envDefault:"60s"`
 	// MetricsAddr is an optional second listener for /metrics only.
 	MetricsAddr string `env:"GATEWAY_METRICS_ADDR"`
 	// NativeHistograms adds native-histogram buckets to the histograms, for
@@ -182,6 +188,7 @@ func (c *Config) validate() error {
 		{"GATEWAY_HEDGE_MIN_DELAY", c.HedgeMinDelay},
 		{"GATEWAY_REDIS_WAKE", c.RedisWake},
 		{"GATEWAY_BUDGET_RESERVATION_TTL", c.BudgetReservationTTL},
+		{"GATEWAY_KEYS_REFRESH", c.KeysRefresh},
 	}
 	for _, p := range positive {
 		if p.v <= 0 {
@@ -210,6 +217,11 @@ func (c *Config) validate() error {
 		if p.v < 0 {
 			return fmt.Errorf("config: %s must not be negative, got %s", p.name, p.v)
 		}
+	}
+	if !c.AdminReadToken.Empty() && c.AdminReadToken.Reveal() == c.AdminToken.Reveal() {
+		// One token cannot be both: a write with it would be refused or
+		// allowed depending on which check ran first.
+		return errors.New("config: GATEWAY_ADMIN_READ_TOKEN must differ from GATEWAY_ADMIN_TOKEN")
 	}
 	if c.RedisLeaseTTL < 3*time.Second {
 		// Renewal runs at a third of the TTL; below a few seconds one slow

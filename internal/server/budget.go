@@ -28,7 +28,7 @@ func (g *Gateway) openBudgets(ctx context.Context, r *routes.Routes) error {
 		opts.Replicas = replicaCount(g.Quota.Replicas)
 	}
 	g.Budgets = budget.New(opts)
-	if err := g.Budgets.SetLimits(ctx, budgetLimits(r)); err != nil {
+	if err := g.setBudgets(ctx, r); err != nil {
 		// The limits hold; a window whose spend could not be read yet (the
 		// ledger's tables are made by the writer, which has just started)
 		// is rebuilt by the first request that needs it.

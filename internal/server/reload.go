@@ -271,7 +271,7 @@ func (g *Gateway) Reload(trigger string) error {
 	if err != nil { // CheckRoutes built the same planner; kept for safety
 		return g.reloadFailed(trigger, digest, fmt.Errorf("routes file %s: %w", path, err))
 	}
-	if err := g.Budgets.SetLimits(context.WithoutCancel(context.Background()), budgetLimits(rf.Routes)); err != nil {
+	if err := g.setBudgets(context.WithoutCancel(context.Background()), rf.Routes); err != nil {
 		// The new limits hold; a window whose spend could not be read
 		// is rebuilt by the first request that needs it.
 		g.Log.Warn("budgets: spend not rebuilt yet after the reload", "err", err)

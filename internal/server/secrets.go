@@ -36,7 +36,7 @@ func secretName(name string) bool {
 // Redactor removes them from records, relayed provider errors, admin
 // answers and logs.
 func secretsOf(cfg config.Config, routes *routes.Routes) []string {
-	out := []string{cfg.AdminToken.Reveal(), dsnPassword(cfg.DatabaseURL.Reveal()), urlPassword(cfg.RedisURL.Reveal())}
+	out := []string{cfg.AdminToken.Reveal(), cfg.AdminReadToken.Reveal(), dsnPassword(cfg.DatabaseURL.Reveal()), urlPassword(cfg.RedisURL.Reveal())}
 	if routes != nil {
 		for _, p := range routes.Providers {
 			for _, k := range p.APIKeys {

@@ -57,6 +57,7 @@ type Gateway struct {
 	SkipDelay <-chan struct{}
 
 	reload reloadState // routes reloads (reload.go)
+	keys   apiKeys     // keys issued through /admin/keys (keys.go)
 	runner *candidates.Runner
 }
 
@@ -117,8 +118,10 @@ func New(ctx context.Context, cfg config.Config, routes *routes.Routes, log *slo
 		w.Start(ctx)
 		g.Reports, rec, store = w, w, w
 	}
-	if len(routes.Clients) == 0 {
+	if len(routes.Clients) == 0 && cfg.DatabaseURL.Empty() {
 		log.Warn("no clients in the routes file: the API is open to anyone who can reach it")
+	} else if len(routes.Clients) == 0 {
+		log.Warn("no clients in the routes file: the API is open to anyone who can reach it until a key is issued through /admin/keys")
 	}
 	src := metrics.Sources{Planner: planner, Admission: g.Scheduler, Health: g.Health, HoldMode: cfg.HoldMode.String(),
 		NativeHistograms: bool(cfg.NativeHistograms)}
@@ -127,24 +130,32 @@ func New(ctx context.Context, cfg config.Config, routes *routes.Routes, log *slo
 	}
 	g.Metrics = metrics.New(src)
 	g.startQuota()
+	if err := g.openKeys(ctx, api.CompileKey); err != nil {
+		return nil, err
+	}
 	if err := g.openBudgets(ctx, routes); err != nil {
 		return nil, err
 	}
+	g.startBudgetFollow(ctx)
 	g.Metrics.SetBudgets(g.Budgets)
 	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics,
 		HoldMode:      cfg.HoldMode,
 		Budget:        candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond),
 		HedgeMinDelay: cfg.HedgeMinDelay, Redact: g.Redactor, Log: log}
 	g.runner = runner
-	g.API = api.New(api.Options{
+	apiOpts := api.Options{
 		Planner: planner, Runner: runner, Admission: g.Scheduler, Reports: store,
 		Clients: api.NewClientKeys(routes.Clients), Routes: routes, Config: g, Health: g.Health, Rates: rates, Quota: g.quotaState(),
 		MaxRequestBytes: int64(cfg.MaxRequestBytes), StreamWriteTimeout: cfg.StreamWriteTimeout,
 		ReadBodyTimeout: cfg.ReadBodyTimeout,
 		AdminToken:      cfg.AdminToken, Redactor: g.Redactor, PProf: bool(cfg.PProf), Logger: log,
 		Metrics: g.Metrics.Handler(), Observe: g.Metrics, AccessLog: bool(cfg.AccessLog),
-		Budgets: g.Budgets,
-	})
+		Budgets: g.Budgets, AdminReadToken: cfg.AdminReadToken,
+	}
+	if g.keys.cache != nil {
+		apiOpts.Keys, apiOpts.KeyStore, apiOpts.KeySync = g.keys.cache, g.keys.store, g.keys.syncer
+	}
+	g.API = api.New(apiOpts)
 	return g, nil
 }
 
@@ -260,6 +271,7 @@ func (g *Gateway) Close(ctx context.Context) {
 	}
 	// Every request has settled its budget by now; before the quota
 	// store closes the Redis client the budgets share.
+	g.closeKeys()
 	g.closeBudgets()
 	if g.Quota != nil {
 		// After the scheduler: every lease is released, so the store's
