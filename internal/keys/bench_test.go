@@ -56,16 +56,15 @@ func BenchmarkLoad100k(b *testing.B) {
 	const n = 100_000
 	list := benchKeys(n)
 	b.ReportAllocs()
-	var s *Set
 	for b.Loop() {
-		s = NewSet(list, func(k *Key) any { return k })
+		_ = NewSet(list, func(k *Key) any { return k })
 	}
 	b.StopTimer()
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	keep := benchKeys(n)
-	s = NewSet(keep, func(k *Key) any { return &struct{ a, b, c int }{} })
+	s := NewSet(keep, func(k *Key) any { return &struct{ a, b, c int }{} })
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/key")
