@@ -141,3 +141,27 @@ func TestAuthenticateKeyStates(t *testing.T) {
 type staticKeys struct{ s *keys.Set }
 
 func (k staticKeys) Current() *keys.Set { return k.s }
+
+// TestAdminWhoami: /admin/whoami tells the console whether its token may
+// write; it needs a token like every admin route.
+func TestAdminWhoami(t *testing.T) {
+	s := keysServer(t, &downStore{})
+	for _, c := range []struct {
+		token string
+		want  int
+		body  string
+	}{
+		{testAdminToken, 200, `{"role":"admin"}`},
+		{testReadToken, 200, `{"role":"read"}`},
+		{"wrong", 401, "admin token is not valid"},
+		{"", 401, "admin token required"},
+	} {
+		code, body := adminCall(s, "GET", "/admin/whoami", c.token, "")
+		if code != c.want || !strings.Contains(body, c.body) {
+			t.Errorf("token %q: %d %s, want %d %s", c.token, code, body, c.want, c.body)
+		}
+	}
+	if code, _ := adminCall(s, "POST", "/admin/whoami", testAdminToken, ""); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST /admin/whoami: %d, want 405", code)
+	}
+}

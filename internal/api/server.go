@@ -190,6 +190,7 @@ func New(opts Options) *Server {
 			r.Get("/admin/config", s.adminConfig)
 			r.Get("/admin/spend", s.adminSpend)
 			r.Get("/admin/budgets", s.adminBudgets)
+			r.Get("/admin/whoami", s.adminWhoami)
 			s.mountKeys(r)
 			if opts.PProf {
 				r.HandleFunc("/debug/pprof/*", pprof.Index)
@@ -372,8 +373,30 @@ func (s *Server) requireAdmin(next http.Handler) http.Handler {
 				"the read token (GATEWAY_ADMIN_READ_TOKEN) may not write: use GATEWAY_ADMIN_TOKEN")
 			return
 		}
-		next.ServeHTTP(w, r)
+		role := roleAdmin
+		if !admin {
+			role = roleRead
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), adminRoleKey{}, role)))
 	})
+}
+
+// The roles GET /admin/whoami answers: the admin token writes, the read
+// token only reads.
+const (
+	roleAdmin = "admin"
+	roleRead  = "read"
+)
+
+// adminRoleKey is the context key under which requireAdmin leaves the
+// caller's role.
+type adminRoleKey struct{}
+
+// adminWhoami serves GET /admin/whoami: {"role":"admin"|"read"}, so the
+// console can leave out the writes a read token would be refused.
+func (s *Server) adminWhoami(w http.ResponseWriter, r *http.Request) {
+	role, _ := r.Context().Value(adminRoleKey{}).(string)
+	writeJSON(w, http.StatusOK, map[string]string{"role": role})
 }
 
 // queryTokenNames are query parameters that carry a credential by
