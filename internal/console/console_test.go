@@ -38,6 +38,7 @@ func TestServe(t *testing.T) {
 		{"GET", "/console/app.js", 200, "text/javascript; charset=utf-8", "visibilitychange"},
 		{"GET", "/console/request.js", 200, "text/javascript; charset=utf-8", "export class RequestView"},
 		{"GET", "/console/spend.js", 200, "text/javascript; charset=utf-8", "export class SpendView"},
+		{"GET", "/console/keys.js", 200, "text/javascript; charset=utf-8", "export class KeysView"},
 		{"GET", "/console/console.css", 200, "text/css; charset=utf-8", ":focus-visible"},
 		{"GET", "/console/favicon.svg", 200, "image/svg+xml", "<svg"},
 		{"HEAD", "/console/app.js", 200, "text/javascript; charset=utf-8", ""},
@@ -194,7 +195,7 @@ func TestNoRemoteReferences(t *testing.T) {
 // script imports is embedded, so no screen 404s on its own code.
 func TestReferencesResolve(t *testing.T) {
 	ref := regexp.MustCompile(`(?:src|href)="([^"#]+)"|from '\./([^']+)'`)
-	for _, name := range []string{"index.html", "app.js", "api.js", "overview.js", "requests.js", "request.js", "spend.js", "dom.js"} {
+	for _, name := range []string{"index.html", "app.js", "api.js", "overview.js", "requests.js", "request.js", "spend.js", "keys.js", "dom.js"} {
 		b, err := fs.ReadFile(static, "static/"+name)
 		if err != nil {
 			t.Fatal(err)

@@ -5,9 +5,11 @@ export const TOKEN_KEY = 'llmgw-admin-token';
 
 export class AuthError extends Error {}
 export class ApiError extends Error {
-  constructor(status, message) {
+  constructor(status, message, code = '', param = '') {
     super(message);
     this.status = status;
+    this.code = code; // the gateway's error code (read_only_token, name_taken, ...)
+    this.param = param; // the body member a 400 is about (name, budget.usd, ...)
   }
 }
 
@@ -19,23 +21,35 @@ export function token() {
 // (the shell returns to the sign-in form); other failures are ApiErrors
 // carrying the gateway's error message.
 export async function api(path, signal, tok = token()) {
+  return call('GET', path, undefined, signal, tok);
+}
+
+// send makes an admin write (POST, PATCH, DELETE) with a JSON body.
+export async function send(method, path, body) {
+  return call(method, path, body, undefined, token());
+}
+
+async function call(method, path, body, signal, tok) {
+  const headers = { Authorization: `Bearer ${tok}`, Accept: 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
   const resp = await fetch(path, {
-    headers: { Authorization: `Bearer ${tok}`, Accept: 'application/json' },
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
     cache: 'no-store',
     credentials: 'omit',
     signal,
   });
   if (resp.status === 401) throw new AuthError('The gateway refused the admin token (401).');
-  let body = null;
+  let data = null;
   try {
-    body = await resp.json();
+    data = await resp.json();
   } catch {
-    body = null;
+    data = null;
   }
   if (!resp.ok) {
-    const msg = body && body.error && body.error.message ? body.error.message : resp.statusText;
-    throw new ApiError(resp.status, `${resp.status}: ${msg}`);
+    const e = data && data.error ? data.error : {};
+    throw new ApiError(resp.status, `${resp.status}: ${e.message || resp.statusText}`, e.code || '', e.param || '');
   }
-  return body;
+  return data;
 }
-

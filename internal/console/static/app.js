@@ -9,13 +9,14 @@ import { OverviewView } from './overview.js';
 import { RequestsView } from './requests.js';
 import { RequestView } from './request.js';
 import { SpendView } from './spend.js';
+import { KeysView } from './keys.js';
 
 const REFRESH_MS = 5000;
 
 const $ = (id) => document.getElementById(id);
 
 // parseRoute reads location.hash: #/overview, #/requests?status=..., #/requests/<id>,
-// #/spend?by=team&window=24h.
+// #/spend?by=team&window=24h, #/keys?team=...&before=....
 export function parseRoute(hash) {
   const raw = (hash || '').replace(/^#\/?/, '');
   const [path, query = ''] = raw.split('?');
@@ -24,10 +25,11 @@ export function parseRoute(hash) {
   if (parts[0] === 'requests' && parts[1]) return { name: 'request', id: parts[1], params };
   if (parts[0] === 'requests') return { name: 'requests', params };
   if (parts[0] === 'spend') return { name: 'spend', params };
+  if (parts[0] === 'keys') return { name: 'keys', params };
   return { name: 'overview', params };
 }
 
-const views = { overview: OverviewView, requests: RequestsView, request: RequestView, spend: SpendView };
+const views = { overview: OverviewView, requests: RequestsView, request: RequestView, spend: SpendView, keys: KeysView };
 
 let current = null; // the view shown
 let currentName = '';
@@ -132,7 +134,7 @@ function route() {
     return;
   }
   const r = parseRoute(location.hash);
-  for (const name of ['overview', 'requests', 'spend']) {
+  for (const name of ['overview', 'requests', 'spend', 'keys']) {
     const active = r.name === name || (name === 'requests' && r.name === 'request');
     const link = $(`nav-${name}`);
     if (active) link.setAttribute('aria-current', 'page');
@@ -145,6 +147,8 @@ function route() {
   if (inflight) inflight.abort();
   current = new views[r.name](r);
   currentName = r.name;
+  // A screen that writes (Keys) shows the result of its write at once.
+  current.requestRefresh = () => { if (current) refreshAndSchedule(); };
   $('view').replaceChildren(current.el);
   document.title = `${current.title} · Gateway console`;
   announce(`${current.title} screen`);
