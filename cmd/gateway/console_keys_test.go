@@ -29,7 +29,8 @@ const keysReadToken = "read-SENTINEL-token"
 // (cancel leaves it live), then the key reads "revoked" and its secret is
 // refused. A write sent with a token that turned read-only shows the
 // gateway's 403; signed in with the read token, the screen lists the keys
-// with no create, rotate or revoke control.
+// (one issued through the API that has expired reads "expired") with no
+// create, rotate or revoke control.
 func TestConsoleKeys(t *testing.T) {
 	chromium := chromiumPath(t)
 	_, upURL := mockServer(t, mockupstream.Behavior{Identity: "up"})
@@ -164,6 +165,13 @@ models:
 	b.until("the 403", `!document.getElementById('key-create-error').hidden`)
 	b.has("the 403 message", `document.getElementById('key-create-error').textContent`, "403", "GATEWAY_ADMIN_READ_TOKEN")
 
+	// A key that expires two seconds from now, issued through the API,
+	// reads "expired" once past its expires_at.
+	expiring := keysIssue(t, base, `{"name":"short-lived","expires_at":"`+
+		time.Now().Add(2*time.Second).UTC().Format(time.RFC3339Nano)+`"}`)
+	keysChatUntil(t, base, expiring, http.StatusOK)
+	time.Sleep(2 * time.Second)
+
 	// Signed in with the read token: the keys are listed, no write control.
 	b.do("sign out", chromedp.Click(chromedp.ID("signout")))
 	b.do("sign in to read", chromedp.WaitVisible(chromedp.ID("token")), chromedp.SendKeys(chromedp.ID("token"), keysReadToken+"\n"))
@@ -171,7 +179,30 @@ models:
 	b.has("no write control", `[document.getElementById('key-create-section').hidden,
 		document.querySelectorAll('#keys-table button').length].join(' ')`, "true 0")
 	b.has("the note says why", `document.getElementById('keys-note').textContent`, "read-only token")
+	b.until("the expired key", `!!document.querySelector('#keys-table tr[data-name="short-lived"][data-state="expired"]')`)
+	b.has("the states", `[...document.querySelectorAll('#keys-table tbody tr')].map(r => r.dataset.name + ' ' + r.dataset.state).join(', ')`,
+		"short-lived expired, search-web revoked")
+	keysChatUntil(t, base, expiring, http.StatusUnauthorized)
 	b.check(base)
+}
+
+// keysIssue creates a key through the admin API and returns its secret.
+func keysIssue(t *testing.T, base, body string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/admin/keys", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+fmtAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var k struct {
+		Key string `json:"key"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&k); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST /admin/keys %s: %d %v", body, resp.StatusCode, err)
+	}
+	return k.Key
 }
 
 // keysGet lists /v1/models with key: the model ids, space-separated.

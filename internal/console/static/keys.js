@@ -171,7 +171,7 @@ export class KeysView {
     setText(this.createError, '');
   }
 
-  // showWriteError puts a refused write's message next to its field when
+  // showCreateError puts a refused write's message next to its field when
   // the API names one (400 with param), else under the form.
   showCreateError(err) {
     const param = err instanceof ApiError ? err.param : '';
