@@ -183,6 +183,11 @@ models:
 	b.has("the states", `[...document.querySelectorAll('#keys-table tbody tr')].map(r => r.dataset.name + ' ' + r.dataset.state).join(', ')`,
 		"short-lived expired, search-web revoked")
 	keysChatUntil(t, base, expiring, http.StatusUnauthorized)
+
+	// The revoked filter goes to the address and the list.
+	b.do("only the revoked", chromedp.SetValue(chromedp.ID("kf-revoked"), "true"), chromedp.Click(chromedp.CSS(`.view-keys form[role="search"] button[type="submit"]`)))
+	b.until("the revoked keys", `location.hash === '#/keys?revoked=true' && document.querySelectorAll('#keys-table tbody tr').length === 1 &&
+		!!document.querySelector('#keys-table tr[data-name="search-web"]')`)
 	b.check(base)
 }
 
