@@ -144,6 +144,7 @@ models:
 	b.until("the confirmation", `document.getElementById('key-revoke').open`)
 	b.has("the question", `document.getElementById('key-revoke-text').textContent`, "Revoke search-web", "cannot be undone")
 	b.has("cancel has the focus", `document.activeElement.id`, "key-revoke-cancel")
+	b.screenshot("keys-revoke")
 	b.do("cancel", chromedp.Click(chromedp.ID("key-revoke-cancel")))
 	b.until("closed", `!document.getElementById('key-revoke').open`)
 	if code := keysChat(t, base, rotated); code != http.StatusOK {
@@ -177,8 +178,10 @@ models:
 	b.do("sign in to read", chromedp.WaitVisible(chromedp.ID("token")), chromedp.SendKeys(chromedp.ID("token"), keysReadToken+"\n"))
 	b.until("the keys screen, read-only", `!!document.querySelector('`+row+`') && document.querySelector('.view-keys').dataset.role === 'read'`)
 	b.has("no write control", `[document.getElementById('key-create-section').hidden,
-		document.querySelectorAll('#keys-table button').length].join(' ')`, "true 0")
+		document.querySelectorAll('#keys-table button').length,
+		getComputedStyle(document.querySelector('#keys-table th:last-child')).display].join(' ')`, "true 0 none")
 	b.has("the note says why", `document.getElementById('keys-note').textContent`, "read-only token")
+	b.screenshot("keys-read")
 	b.until("the expired key", `!!document.querySelector('#keys-table tr[data-name="short-lived"][data-state="expired"]')`)
 	b.has("the states", `[...document.querySelectorAll('#keys-table tbody tr')].map(r => r.dataset.name + ' ' + r.dataset.state).join(', ')`,
 		"short-lived expired, search-web revoked")

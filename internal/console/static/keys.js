@@ -425,6 +425,8 @@ export class KeysView {
     this.role = role;
     this.createSec.hidden = role !== 'admin';
     this.el.dataset.role = role;
+    // A read token has no action: no empty Actions column either.
+    this.tbody.parentElement.classList.toggle('read-only', role !== 'admin');
   }
 
   updateRow(tr, k, spend, now) {
