@@ -148,7 +148,8 @@ function route() {
   current = new views[r.name](r);
   currentName = r.name;
   // A screen that writes (Keys) shows the result of its write at once.
-  current.requestRefresh = () => { if (current) refreshAndSchedule(); };
+  const view = current;
+  current.requestRefresh = () => { if (current === view) refreshAndSchedule(); };
   $('view').replaceChildren(current.el);
   document.title = `${current.title} · Gateway console`;
   announce(`${current.title} screen`);
