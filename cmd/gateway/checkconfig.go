@@ -96,7 +96,7 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 					mt = anthropic.DefaultMaxTokens
 				}
 				fmt.Fprintf(out, " default_max_tokens=%d", mt)
-			} else if ep.Format == upstream.FormatGemini && ep.DefaultMaxTokens > 0 {
+			} else if upstream.GeminiBodies(ep.Format) && ep.DefaultMaxTokens > 0 {
 				// Gemini needs none: shown only when set (maxOutputTokens).
 				fmt.Fprintf(out, " default_max_tokens=%d", ep.DefaultMaxTokens)
 			}

@@ -70,6 +70,16 @@ type ProviderConfig struct {
 	// candidates' model, not the route's name). A price for a model no
 	// route sends here is kept: routes may be added later.
 	Prices map[string]PriceConfig `yaml:"prices"`
+	// Vertex is where a format vertex provider's models are: its Google
+	// Cloud project and location (vertex.go).
+	Vertex VertexConfig `yaml:"vertex"`
+	// CredentialsFile is the service-account JSON key of auth
+	// google_service_account, read and checked when the routes load.
+	CredentialsFile string `yaml:"credentials_file"`
+	// Credentials is the content of CredentialsFile, read at load so a
+	// reload with a missing or broken key fails and the routes in service
+	// keep serving. It holds a private key: never shown or logged.
+	Credentials *ServiceAccount `yaml:"-" json:"-"`
 }
 
 // Auth styles of the routes file.
@@ -78,6 +88,9 @@ const (
 	AuthXAPIKey = "x-api-key"
 	AuthNone    = "none"
 	AuthHeader  = "header" // written as {header: NAME}
+	// AuthGoogleServiceAccount: OAuth2 access tokens minted from the
+	// service-account key in credentials_file (format vertex).
+	AuthGoogleServiceAccount = "google_service_account"
 )
 
 // AuthConfig is a provider's auth: a style name, or {header: NAME} for a

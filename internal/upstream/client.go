@@ -146,7 +146,18 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 	}
 	// The client's own credentials were filtered out above whatever the
 	// style; with AuthNone the provider gets none at all.
-	call.Auth.set(h, call.Key.Reveal())
+	if call.Auth.Style == AuthGoogle {
+		tok, err := call.Auth.Tokens.Token(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &TokenError{Provider: c.provider, Err: err}
+		}
+		h.Set("Authorization", "Bearer "+tok)
+	} else {
+		call.Auth.set(h, call.Key.Reveal())
+	}
 	resp, err := c.rt.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {
