@@ -154,6 +154,9 @@ type Behavior struct {
 	// by default the mock answers them 401 like Anthropic, so a test notices a gateway
 	// that forgot the provider's credentials. KeyStatus reads x-api-key there.
 	Keyless bool
+	// TokenStatus, when set, is the status the Vertex token endpoint (POST /token)
+	// answers every grant with: an outage of Google's token endpoint (vertex.go).
+	TokenStatus int
 	// RejectPrefill and RepeatOnPrefill: how a request with a prefill is
 	// failed (prefill.go).
 	RejectPrefill, RepeatOnPrefill bool
