@@ -24,9 +24,11 @@ type Routes struct {
 type ProviderConfig struct {
 	Name string `yaml:"name"`
 	// Format is the provider's wire format: openai (default), anthropic
-	// (the Messages API) or gemini (the Gemini API, base_url
+	// (the Messages API), gemini (the Gemini API, base_url
 	// https://generativelanguage.googleapis.com/v1beta; the key goes in
-	// x-goog-api-key). docs/formats.md says what each translates.
+	// x-goog-api-key) or vertex (Gemini on Vertex AI: vertex and
+	// credentials_file instead of base_url and api_keys).
+	// docs/formats.md says what each translates.
 	Format         string            `yaml:"format"`
 	BaseURL        string            `yaml:"base_url"`
 	APIKeys        []secret.String   `yaml:"api_keys"`
@@ -48,7 +50,8 @@ type ProviderConfig struct {
 	Retry RetryConfig `yaml:"retry"`
 	// Auth is how the keys travel: bearer (default for openai), x-api-key
 	// (default for anthropic), none, or {header: NAME} ({header:
-	// x-goog-api-key} is the default for gemini).
+	// x-goog-api-key} is the default for gemini); google_service_account
+	// (vertex's, and only vertex's) sends OAuth2 tokens instead of keys.
 	Auth AuthConfig `yaml:"auth"`
 	// DefaultMaxTokens is the max_tokens sent to an anthropic provider when
 	// the client sets none (default 4096), and the maxOutputTokens sent to
