@@ -297,6 +297,10 @@ func (b Behavior) Validate() error {
 	if err := checkStatus(b.Status); err != nil {
 		return &FieldError{"Status", strconv.Itoa(b.Status), err}
 	}
+	if st := b.TokenStatus; st != 0 && (st < 400 || st > 599) {
+		// A failure status only: the grant's success is the mock's own answer.
+		return &FieldError{"TokenStatus", strconv.Itoa(st), errStatus}
+	}
 	if err := checkRate(b.FailRate); err != nil {
 		return &FieldError{"FailRate", strconv.FormatFloat(b.FailRate, 'g', -1, 64), err}
 	}

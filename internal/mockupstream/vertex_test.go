@@ -91,3 +91,20 @@ func TestVertexTokenRefusals(t *testing.T) {
 		t.Fatalf("token calls %d, want 2 (EnableVertex starts the count again)", n)
 	}
 }
+
+// TestVertexTokenStatusAdmin: TokenStatus is set through /mock/behavior
+// like the other fault controls, and validated like Status.
+func TestVertexTokenStatusAdmin(t *testing.T) {
+	s, ts := start(t, Behavior{})
+	resp, err := http.Post(ts.URL+"/mock/behavior", "application/json", strings.NewReader(`{"TokenStatus":503}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent || s.Behavior().TokenStatus != 503 {
+		t.Fatalf("POST /mock/behavior: %d, TokenStatus %d", resp.StatusCode, s.Behavior().TokenStatus)
+	}
+	if err := (Behavior{TokenStatus: 200}).Validate(); err == nil {
+		t.Fatal("TokenStatus 200 validated")
+	}
+}
