@@ -37,6 +37,10 @@ models:
     candidates:
       - { provider: vx, model: gemini-2.5-flash, priority: 0 }
       - { provider: backup, model: up-backup-mini, priority: 1 }
+  - name: gemini-2.5-pro
+    candidates:
+      - { provider: vx, model: gemini-2.5-pro, priority: 0 }
+      - { provider: backup, model: up-backup-mini, priority: 1 }
 `
 
 const vertexPath = "/v1/projects/mock-project/locations/us-central1/publishers/google/models/gemini-2.5-flash:"
@@ -85,9 +89,15 @@ func TestVertexProvider(t *testing.T) {
 			[]string{`"content":"` + want + `"`, `"finish_reason":"stop"`, `"reasoning_tokens":3`, `"cached_tokens":4`}},
 		{"chat stream", `{"model":"gemini-2.5-flash","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`,
 			[]string{`"content":"Hello from primary chunk 1"`, `"finish_reason":"stop"`, `"reasoning_tokens":3`, "data: [DONE]"}},
+		{"messages", `{"model":"gemini-2.5-flash","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`,
+			[]string{`"text":"` + want + `"`, `"stop_reason":"end_turn"`, `"output_tokens":6`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, body, err := g.postStream(t, "/v1/chat/completions", tc.body)
+			path := "/v1/chat/completions"
+			if tc.name == "messages" {
+				path = "/v1/messages"
+			}
+			resp, body, err := g.postStream(t, path, tc.body)
 			if err != nil || resp.StatusCode != http.StatusOK {
 				t.Fatalf("%d %v: %s", resp.StatusCode, err, body)
 			}
@@ -125,7 +135,7 @@ func TestVertexProvider(t *testing.T) {
 		}
 	}
 	if n := g.Primary.TokenCalls(); n != 1 {
-		t.Fatalf("%d token requests for 5 model requests, want 1: the token is cached", n)
+		t.Fatalf("%d token requests for 6 model requests, want 1: the token is cached", n)
 	}
 	if n := g.Backup.Stats().Requests; n != 0 {
 		t.Fatalf("the backup got %d requests", n)
@@ -179,6 +189,29 @@ func TestVertexErrors(t *testing.T) {
 	}
 	_, rows = g.ledger(t, resp.Header.Get("X-Request-Id"))
 	wantRows(t, rows, "failed/503/upstream_http_error(vx)", "success/200/(backup)")
+}
+
+// TestVertexQuotaIsKeyScoped: 429 RESOURCE_EXHAUSTED speaks for the
+// service account (its project's quota), as for a gemini key: it fails
+// over, and the account cools at once (health.failures 1) for every
+// model, so a request for another model does not try it either.
+func TestVertexQuotaIsKeyScoped(t *testing.T) {
+	g := start(t, vertexSetup(t, setup{}, nil))
+	g.Primary.SetBehavior(mockupstream.Behavior{Identity: "primary", Status: http.StatusTooManyRequests})
+	resp, b := g.post(t, vertexChat(false))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "Hello from backup") {
+		t.Fatalf("429: %d %s", resp.StatusCode, b)
+	}
+	_, rows := g.ledger(t, resp.Header.Get("X-Request-Id"))
+	wantRows(t, rows, "failed/429/upstream_http_error(vx)", "success/200/(backup)")
+	before := g.Primary.Stats().Requests
+	pro := strings.Replace(vertexChat(false), "gemini-2.5-flash", "gemini-2.5-pro", 1)
+	if resp, b := g.post(t, pro); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "Hello from backup") {
+		t.Fatalf("after the 429: %d %s", resp.StatusCode, b)
+	}
+	if n := g.Primary.Stats().Requests; n != before {
+		t.Fatalf("the cooled service account was tried again (%d -> %d requests)", before, n)
+	}
 }
 
 // TestVertexCredentialsNeverShown: the service account's private key and
