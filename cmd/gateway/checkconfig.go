@@ -100,6 +100,11 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 				// Gemini needs none: shown only when set (maxOutputTokens).
 				fmt.Fprintf(out, " default_max_tokens=%d", ep.DefaultMaxTokens)
 			}
+			if sa := serviceAccountOf(file, p.Name); sa != nil {
+				// Which account, and where its tokens come from: a key
+				// for the wrong project is the usual mistake. Never the key.
+				fmt.Fprintf(out, " service_account=%s token_uri=%s", sa.ClientEmail, sa.TokenURI)
+			}
 			fmt.Fprintln(out)
 		}
 		h := p.Health
@@ -192,4 +197,15 @@ func plural(n int, noun string) string {
 		return fmt.Sprintf("1 %s", noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// serviceAccountOf is the service-account key read for provider name; nil
+// for a provider without one.
+func serviceAccountOf(file *routes.Routes, name string) *routes.ServiceAccount {
+	for i := range file.Providers {
+		if file.Providers[i].Name == name {
+			return file.Providers[i].Credentials
+		}
+	}
+	return nil
 }
