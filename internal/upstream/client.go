@@ -146,6 +146,7 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 	}
 	// The client's own credentials were filtered out above whatever the
 	// style; with AuthNone the provider gets none at all.
+	var token string // the access token sent, for Refused
 	if call.Auth.Style == AuthGoogle {
 		tok, err := call.Auth.Tokens.Token(ctx)
 		if err != nil {
@@ -154,6 +155,7 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 			}
 			return nil, &TokenError{Provider: c.provider, Err: err}
 		}
+		token = tok
 		h.Set("Authorization", "Bearer "+tok)
 	} else {
 		call.Auth.set(h, call.Key.Reveal())
@@ -183,6 +185,12 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
+	if token != "" && resp.StatusCode == http.StatusUnauthorized {
+		// A token refused before its expiry (revoked, the key deleted):
+		// the next attempt gets a new one instead of this one for the
+		// rest of its hour.
+		call.Auth.Tokens.Refused(token)
+	}
 	se := &StatusError{
 		Code:       resp.StatusCode,
 		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), call.now()),

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -36,9 +37,12 @@ func VertexBase(base, project, location string) string {
 func GeminiBodies(format string) bool { return format == FormatGemini || format == FormatVertex }
 
 // TokenSource gives the access token an attempt sends. It caches: a call
-// costs a lock while its token is fresh.
+// costs a lock while its token is fresh. Refused tells it that the
+// provider refused tok (401), so the next call fetches a new one rather
+// than sending a revoked token until it expires.
 type TokenSource interface {
 	Token(ctx context.Context) (string, error)
+	Refused(tok string)
 }
 
 // TokenError is a failure to get an access token (the token endpoint
@@ -61,8 +65,12 @@ const tokenFetchTimeout = 10 * time.Second
 
 // googleTokens mints a service account's tokens through the oauth2
 // library's JWT bearer grant, cached by its ReuseTokenSource and renewed
-// shortly before they expire.
-type googleTokens struct{ ts oauth2.TokenSource }
+// shortly before they expire. ReuseTokenSource cannot forget a token, so
+// Refused replaces it with a fresh one.
+type googleTokens struct {
+	fresh func() oauth2.TokenSource
+	ts    atomic.Pointer[oauth2.TokenSource]
+}
 
 // NewGoogleTokens returns the token source of a service-account JSON key
 // (read and checked when the routes loaded). It starts no goroutine and
@@ -85,14 +93,17 @@ func NewGoogleTokens(jsonKey []byte, connectTimeout time.Duration) (TokenSource,
 	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, hc)
 	// jwt.Config.TokenSource is an oauth2.ReuseTokenSource over the
 	// grant: one token in use until shortly before its expiry.
-	return &googleTokens{ts: cfg.TokenSource(ctx)}, nil
+	g := &googleTokens{fresh: func() oauth2.TokenSource { return cfg.TokenSource(ctx) }}
+	ts := g.fresh()
+	g.ts.Store(&ts)
+	return g, nil
 }
 
 func (g *googleTokens) Token(ctx context.Context) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	t, err := g.ts.Token()
+	t, err := (*g.ts.Load()).Token()
 	if err != nil {
 		return "", err
 	}
@@ -100,4 +111,13 @@ func (g *googleTokens) Token(ctx context.Context) (string, error) {
 		return "", errors.New("the token endpoint answered no access_token")
 	}
 	return t.AccessToken, nil
+}
+
+func (g *googleTokens) Refused(tok string) {
+	cur := g.ts.Load()
+	if t, err := (*cur).Token(); err != nil || t.AccessToken != tok {
+		return // already replaced, by another attempt's refusal
+	}
+	ts := g.fresh()
+	g.ts.CompareAndSwap(cur, &ts)
 }

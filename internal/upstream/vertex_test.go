@@ -8,19 +8,24 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/llmgw/gateway/internal/mockupstream"
 )
 
 // fakeTokens is a TokenSource that counts its calls and fails with err.
 type fakeTokens struct {
-	calls atomic.Int32
-	tok   string
-	err   error
+	calls   atomic.Int32
+	tok     string
+	err     error
+	refused atomic.Value
 }
 
 func (f *fakeTokens) Token(ctx context.Context) (string, error) {
 	f.calls.Add(1)
 	return f.tok, f.err
 }
+
+func (f *fakeTokens) Refused(tok string) { f.refused.Store(tok) }
 
 // TestVertexBuildURLs: the project's model path under base_url's host (a
 // prefix kept), Gemini's methods, and no embeddings or Responses.
@@ -58,10 +63,16 @@ func TestVertexBuildURLs(t *testing.T) {
 func TestVertexSendToken(t *testing.T) {
 	var got atomic.Value
 	var hits atomic.Int32
+	var unauthorized atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		got.Store(r.Header.Get("Authorization"))
 		w.Header().Set("Content-Type", "application/json")
+		if unauthorized.Load() {
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"error":{"code":401,"message":"bad token","status":"UNAUTHENTICATED"}}`))
+			return
+		}
 		w.WriteHeader(http.StatusTooManyRequests)
 		w.Write([]byte(`{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED"}}`))
 	}))
@@ -94,6 +105,62 @@ func TestVertexSendToken(t *testing.T) {
 	if hits.Load() != 1 {
 		t.Fatalf("the provider got %d calls; a failed token must send nothing", hits.Load())
 	}
+	if ok.refused.Load() != nil {
+		t.Fatal("a 429 refused the token")
+	}
+	unauthorized.Store(true)
+	if err := send(ok); !errors.As(err, &se) || se.Code != http.StatusUnauthorized || ok.refused.Load() != "ya29.token" {
+		t.Fatalf("a 401: %v, refused %v", err, ok.refused.Load())
+	}
+}
+
+// TestGoogleTokensCacheAndRefusal: against the mock's token endpoint, a
+// token is fetched once and reused; the provider's refusal of it makes the
+// next call fetch a new one, and a refusal of an older token changes
+// nothing.
+func TestGoogleTokensCacheAndRefusal(t *testing.T) {
+	m := mockupstream.New(mockupstream.Behavior{})
+	srv := httptest.NewServer(m)
+	defer srv.Close()
+	key, _, err := m.VertexServiceAccount(srv.URL+mockupstream.PathToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := NewGoogleTokens(key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first, err := ts.Token(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := ts.Token(ctx); again != first || m.TokenCalls() != 1 {
+		t.Fatalf("not cached: %q then %q, %d calls", first, again, m.TokenCalls())
+	}
+	ts.Refused(first)
+	second, err := ts.Token(ctx)
+	if err != nil || second == first || m.TokenCalls() != 2 {
+		t.Fatalf("after a refusal: %q (%v), %d calls", second, err, m.TokenCalls())
+	}
+	ts.Refused(first) // late: another attempt's refusal of the old token
+	if third, _ := ts.Token(ctx); third != second || m.TokenCalls() != 2 {
+		t.Fatalf("a stale refusal replaced the token: %q, %d calls", third, m.TokenCalls())
+	}
+	m.SetBehavior(mockupstream.Behavior{TokenStatus: http.StatusServiceUnavailable})
+	ts.Refused(second)
+	if _, err := ts.Token(ctx); err == nil {
+		t.Fatal("a token endpoint answering 503 gave a token")
+	}
+	if _, err := ts.Token(canceled()); err == nil {
+		t.Fatal("an ended context got a token")
+	}
+}
+
+func canceled() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }
 
 // TestGoogleTokensNeedsAServiceAccount: a key the library cannot read is
