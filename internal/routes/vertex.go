@@ -54,15 +54,19 @@ func (v *validator) vertexBlock(p *ProviderConfig, path string) error {
 			fp := path + ".vertex." + f.name
 			val := strings.TrimSpace(f.val)
 			if val == "" {
-				return v.fail(fp, " is required for format vertex")
+				return v.fail(fp, " is required for format vertex%s", v.exp[fp].origin())
 			}
 			if !vertexSegment.MatchString(val) {
-				return v.fail(fp, ": %s is not a Google Cloud %s (lower-case letters, digits, -)", quoteShort(val), f.name)
+				return v.fail(fp, ": %s is not a Google Cloud %s (lower-case letters, digits, -)%s", quoteShort(val), f.name, v.exp[fp].origin())
 			}
 		}
 		p.Vertex.Project, p.Vertex.Location = strings.TrimSpace(p.Vertex.Project), strings.TrimSpace(p.Vertex.Location)
 		if _, written := v.lines[path+".base_url"]; !written {
 			p.BaseURL = "https://" + p.Vertex.Location + "-aiplatform.googleapis.com"
+			if p.Vertex.Location == "global" {
+				// The global endpoint has no region in its host.
+				p.BaseURL = "https://aiplatform.googleapis.com"
+			}
 		}
 	}
 	return nil
@@ -80,11 +84,13 @@ func (v *validator) credentials(p *ProviderConfig, path string) error {
 	}
 	fp := path + ".credentials_file"
 	if strings.TrimSpace(p.CredentialsFile) == "" {
-		return v.fail(fp, " is required with auth google_service_account: the path of a service-account JSON key")
+		return v.fail(fp, " is required with auth google_service_account: the path of a service-account JSON key%s", v.exp[fp].origin())
 	}
+	// A relative path is the process's working directory's, as for
+	// GATEWAY_CONFIG itself.
 	sa, err := readServiceAccount(p.CredentialsFile)
 	if err != nil {
-		return v.fail(fp, ": %v", err)
+		return v.fail(fp, ": %v%s", err, v.exp[fp].origin())
 	}
 	p.Credentials = sa
 	return nil

@@ -68,6 +68,15 @@ func TestParseVertexProvider(t *testing.T) {
 		!strings.Contains(p.Credentials.PrivateKey, "PRIVATE KEY") || len(p.Credentials.JSON) == 0 {
 		t.Fatalf("credentials not read: %+v", p.Credentials)
 	}
+	global := strings.Replace(strings.Replace(vertexSrc, "europe-west4", `"${VX_LOCATION}"`, 1), "CREDS", "${VX_CREDS}", 1)
+	r, err = Parse([]byte(global), env(map[string]string{"VX_LOCATION": "global", "VX_CREDS": creds}))
+	if err != nil || r.Providers[0].BaseURL != "https://aiplatform.googleapis.com" || r.Providers[0].Credentials == nil {
+		t.Fatalf("the global location from ${VX_LOCATION}, the key from ${VX_CREDS}: %v %+v", err, r)
+	}
+	if _, err := Parse([]byte(global), env(map[string]string{"VX_LOCATION": "global"})); err == nil ||
+		!strings.Contains(err.Error(), "providers[0].credentials_file is required") || !strings.Contains(err.Error(), "${VX_CREDS}, which is not set") {
+		t.Fatalf("an unset ${VX_CREDS}: %v", err)
+	}
 	withBase := strings.Replace(vertexSrc, "    max_concurrency: 4\n", "    max_concurrency: 4\n    base_url: http://127.0.0.1:9/prefix\n", 1)
 	r, err = Parse([]byte(strings.Replace(withBase, "CREDS", creds, 1)), env(nil))
 	if err != nil || r.Providers[0].BaseURL != "http://127.0.0.1:9/prefix" {
