@@ -162,7 +162,7 @@ func (va *vertexAuth) verify(assertion string, now time.Time) error {
 	}
 	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
 	if rsa.VerifyPKCS1v15(va.pub, crypto.SHA256, sum[:], sig) != nil {
-		return errors.New("invalid JWT Signature.")
+		return errors.New("invalid JWT Signature") // Google's words
 	}
 	if err := decodeSegment(parts[1], &claims); err != nil {
 		return errors.New("the assertion's claims are not JSON")
