@@ -96,9 +96,14 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 					mt = anthropic.DefaultMaxTokens
 				}
 				fmt.Fprintf(out, " default_max_tokens=%d", mt)
-			} else if ep.Format == upstream.FormatGemini && ep.DefaultMaxTokens > 0 {
+			} else if upstream.GeminiBodies(ep.Format) && ep.DefaultMaxTokens > 0 {
 				// Gemini needs none: shown only when set (maxOutputTokens).
 				fmt.Fprintf(out, " default_max_tokens=%d", ep.DefaultMaxTokens)
+			}
+			if sa := serviceAccountOf(file, p.Name); sa != nil {
+				// Which account, and where its tokens come from: a key
+				// for the wrong project is the usual mistake. Never the key.
+				fmt.Fprintf(out, " service_account=%s token_uri=%s", sa.ClientEmail, sa.TokenURI)
 			}
 			fmt.Fprintln(out)
 		}
@@ -192,4 +197,15 @@ func plural(n int, noun string) string {
 		return fmt.Sprintf("1 %s", noun)
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// serviceAccountOf is the service-account key read for provider name; nil
+// for a provider without one.
+func serviceAccountOf(file *routes.Routes, name string) *routes.ServiceAccount {
+	for i := range file.Providers {
+		if file.Providers[i].Name == name {
+			return file.Providers[i].Credentials
+		}
+	}
+	return nil
 }

@@ -91,6 +91,7 @@ func Classify(err error, committed bool, ended error) Failure {
 		cwe *ClientWriteError
 		se  *upstream.StatusError
 		ce  *upstream.ConnectError
+		te  *upstream.TokenError
 		cut *StreamCutError
 		obj *StreamErrorObject
 		ref *RefusedError
@@ -144,6 +145,12 @@ func Classify(err error, committed bool, ended error) Failure {
 		return providerFailure(http.StatusGatewayTimeout, report.ErrorTypeUpstreamTimeout, err.Error(), true, "total")
 	case errors.As(err, &se):
 		return statusFailure(se)
+	case errors.As(err, &te):
+		// No access token: the provider cannot be called at all, whatever
+		// the model, as when its host refuses the dial.
+		f := providerFailure(http.StatusBadGateway, report.ErrorTypeUpstreamConnect, err.Error(), false, "")
+		f.Scope = ScopeTransport
+		return f
 	case errors.As(err, &ce):
 		var ne net.Error
 		// A connect or TLS timeout is a timeout: never retried, and 504

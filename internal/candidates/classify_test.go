@@ -61,6 +61,8 @@ func TestClassify(t *testing.T) {
 			want{row: "failed/502/upstream_connect_error", scope: ScopeTransport, health: true, failover: true, timeout: true}},
 		{"connection reset after the dial", &upstream.ConnectError{Provider: "p", Err: errors.New("reset")}, false, nil,
 			want{row: "failed/502/upstream_connect_error", scope: ScopeModel, health: true, failover: true}},
+		{"no access token", fmt.Errorf("attempt: %w", &upstream.TokenError{Provider: "vx", Err: errors.New("oauth2: cannot fetch token: 500")}), false, nil,
+			want{row: "failed/502/upstream_connect_error", scope: ScopeTransport, health: true, failover: true}},
 		{"protocol error", cut, false, nil,
 			want{row: "failed/502/upstream_protocol_error", scope: ScopeModel, health: true, failover: true}},
 		{"500", status(500, 0), false, nil,

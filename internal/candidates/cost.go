@@ -54,8 +54,8 @@ func vendorOf(format string) string {
 	switch format {
 	case upstream.FormatAnthropic:
 		return "anthropic"
-	case upstream.FormatGemini:
-		return "gemini"
+	case upstream.FormatGemini, upstream.FormatVertex:
+		return "gemini" // Vertex bills Gemini's models at the Gemini API's prices
 	default:
 		return "openai"
 	}

@@ -219,9 +219,25 @@ func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider,
 		return nil, fmt.Errorf("provider %q: base_url: %w", pc.Name, err)
 	}
 	origin := u.Scheme + "://" + u.Host
-	ep, err := upstream.NewEndpoint(pc.Format, pc.BaseURL, pc.Query, authOf(pc.Auth), pc.Headers, int64(pc.DefaultMaxTokens))
+	base := pc.BaseURL
+	if pc.Format == upstream.FormatVertex {
+		base = upstream.VertexBase(base, pc.Vertex.Project, pc.Vertex.Location)
+	}
+	ep, err := upstream.NewEndpoint(pc.Format, base, pc.Query, authOf(pc.Auth), pc.Headers, int64(pc.DefaultMaxTokens))
 	if err != nil {
 		return nil, fmt.Errorf("provider %q: %w", pc.Name, err)
+	}
+	if ep.Auth.Style == upstream.AuthGoogle {
+		if pc.Credentials == nil {
+			return nil, fmt.Errorf("provider %q: credentials_file was not read", pc.Name)
+		}
+		// Once per routes load: the provider's attempts share its cached
+		// token, and a reload with another key gets a source of its own.
+		ts, err := upstream.NewGoogleTokens(pc.Credentials.JSON, orDefault(time.Duration(pc.Timeouts.Connect), routes.DefaultConnectTimeout))
+		if err != nil {
+			return nil, fmt.Errorf("provider %q: credentials_file: %w", pc.Name, err)
+		}
+		ep.Auth.Tokens = ts
 	}
 	ep.Forward.Allow(pc.ForwardHeaders)
 	ep.StreamUsage = pc.StreamUsage == nil || *pc.StreamUsage
@@ -254,14 +270,22 @@ func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider,
 	// attempt (a non-streaming answer may take the whole total timeout).
 	prov.Health.ProbeLease = prov.QueueBudget + prov.ConnectTimeout + max(prov.FirstByte, prov.Total) + 5*time.Second
 	keys := pc.APIKeys
-	if ep.Auth.Style == upstream.AuthNone {
+	switch ep.Auth.Style {
+	case upstream.AuthNone:
 		keys = []secret.String{secret.New("")} // one target, no key
+	case upstream.AuthGoogle:
+		// One target, the service account: its id (a digest of the
+		// "key") follows the account, never the private key itself.
+		keys = []secret.String{secret.New("sa:" + pc.Credentials.ClientEmail)}
 	}
 	for i, k := range keys {
 		fp := sha256.Sum256([]byte(k.Reveal()))
 		keyID := fmt.Sprintf("key%d-%s", i, hex.EncodeToString(fp[:4]))
-		if ep.Auth.Style == upstream.AuthNone {
+		switch ep.Auth.Style {
+		case upstream.AuthNone:
 			keyID = "nokey"
+		case upstream.AuthGoogle:
+			keyID = "sa-" + hex.EncodeToString(fp[:4])
 		}
 		id := sha256.Sum256([]byte(prov.Name + "\x00" + origin + "\x00" + hex.EncodeToString(fp[:])))
 		t := &Target{ID: hex.EncodeToString(id[:8]), Provider: prov, KeyID: keyID, Key: k}
@@ -277,6 +301,8 @@ func authOf(a routes.AuthConfig) upstream.Auth {
 		return upstream.Auth{Style: upstream.AuthXAPIKey}
 	case routes.AuthNone:
 		return upstream.Auth{Style: upstream.AuthNone}
+	case routes.AuthGoogleServiceAccount:
+		return upstream.Auth{Style: upstream.AuthGoogle} // Tokens set by resolveProvider
 	case routes.AuthHeader:
 		return upstream.Auth{Style: upstream.AuthHeader, Header: a.Header}
 	}

@@ -154,6 +154,9 @@ type Behavior struct {
 	// by default the mock answers them 401 like Anthropic, so a test notices a gateway
 	// that forgot the provider's credentials. KeyStatus reads x-api-key there.
 	Keyless bool
+	// TokenStatus, when set, is the status the Vertex token endpoint (POST /token)
+	// answers every grant with: an outage of Google's token endpoint (vertex.go).
+	TokenStatus int
 	// RejectPrefill and RepeatOnPrefill: how a request with a prefill is
 	// failed (prefill.go).
 	RejectPrefill, RepeatOnPrefill bool
@@ -293,6 +296,10 @@ func (b Behavior) Validate() error {
 	}
 	if err := checkStatus(b.Status); err != nil {
 		return &FieldError{"Status", strconv.Itoa(b.Status), err}
+	}
+	if st := b.TokenStatus; st != 0 && (st < 400 || st > 599) {
+		// A failure status only: the grant's success is the mock's own answer.
+		return &FieldError{"TokenStatus", strconv.Itoa(st), errStatus}
 	}
 	if err := checkRate(b.FailRate); err != nil {
 		return &FieldError{"FailRate", strconv.FormatFloat(b.FailRate, 'g', -1, 64), err}

@@ -27,6 +27,9 @@
 //	POST /v1/messages, /messages     Anthropic messages, stream (named events) and non-stream
 //	POST /v1beta/models/M:generateContent, :streamGenerateContent?alt=sse
 //	                                 the Gemini API (gemini.go), key in x-goog-api-key
+//	POST /v1/projects/P/locations/L/publishers/google/models/M:generateContent, ...
+//	                                 Gemini on Vertex AI (vertex.go), a bearer token from /token
+//	POST /token                      the JWT bearer grant of EnableVertex's service account
 //	GET  /v1/models                  a fixed model list
 //	GET  /mock/stats[?path=P|?model=M] Stats as JSON; with path, that endpoint's only;
 //	                                 with model, the requests whose body named M

@@ -56,7 +56,9 @@ type geminiRequest struct {
 	} `json:"tools"`
 }
 
-func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, model, method string) {
+// serveGemini answers a Gemini method; vertex: on Vertex AI's path, where the
+// credential is an access token from /token rather than an API key.
+func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, model, method string, vertex bool) {
 	c := s.open(w, r, epGemini, geminiWire{})
 	c.model = model
 	defer c.finish()
@@ -76,7 +78,21 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, model, meth
 		c.reject(http.StatusBadRequest, "the API key is in the URL; the mock takes it in x-goog-api-key only", "", "")
 		return
 	}
-	key, _ := headerValue(r.Header, "X-Goog-Api-Key")
+	var key string
+	if vertex {
+		tok, ok := s.vertexToken(r)
+		switch {
+		case method == "batchEmbedContents":
+			c.reject(http.StatusNotFound, "method batchEmbedContents is not served on Vertex AI", "", "")
+			return
+		case !ok:
+			c.reject(http.StatusUnauthorized, "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.", "", "")
+			return
+		}
+		key = tok // key-scoped faults (KeyStatus) read the token
+	} else {
+		key, _ = headerValue(r.Header, "X-Goog-Api-Key")
+	}
 	if key == "" && !c.b.Keyless {
 		c.reject(http.StatusForbidden, "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.", "", "")
 		return

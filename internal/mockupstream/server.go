@@ -68,6 +68,8 @@ type Server struct {
 	idle      chan struct{} // closed while inFlights == 0
 	last      [numEndpoints]lastRequest
 	lastAny   endpoint // the endpoint of the latest recorded request
+
+	vertex atomic.Pointer[vertexAuth] // set by EnableVertex (vertex.go)
 }
 
 type counters struct {
@@ -301,6 +303,9 @@ func endpointOf(path string) (endpoint, bool) {
 	if _, _, ok := geminiMethod(path); ok {
 		return epGemini, true
 	}
+	if _, _, ok := vertexMethod(path); ok {
+		return epGemini, true // Vertex's Gemini bodies, counted with Gemini's
+	}
 	return 0, false
 }
 
@@ -353,6 +358,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.Reset()
 		w.WriteHeader(http.StatusNoContent)
+	case PathToken:
+		if r.Method != http.MethodPost {
+			methodNotAllowed(w, http.MethodPost)
+			return
+		}
+		s.serveToken(w, r)
 	case "/mock/last-request":
 		if r.Method != http.MethodGet {
 			methodNotAllowed(w, http.MethodGet)
@@ -366,7 +377,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				geminiWire{}.reject(w, http.StatusMethodNotAllowed, "method not allowed", "", "")
 				return
 			}
-			s.serveGemini(w, r, model, method)
+			s.serveGemini(w, r, model, method, false)
+			return
+		}
+		if model, method, ok := vertexMethod(r.URL.Path); ok {
+			if r.Method != http.MethodPost {
+				w.Header().Set("Allow", http.MethodPost)
+				geminiWire{}.reject(w, http.StatusMethodNotAllowed, "method not allowed", "", "")
+				return
+			}
+			s.serveGemini(w, r, model, method, true)
 			return
 		}
 		writeError(w, http.StatusNotFound, "unknown path "+r.URL.Path, "invalid_request_error", "", "unknown_url")

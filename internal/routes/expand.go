@@ -63,6 +63,11 @@ func (r *Routes) expand(lookup func(string) (string, bool)) map[string]expansion
 		for k, v := range p.Query {
 			p.Query[k], _ = expandString(v, lookup)
 		}
+		// Where a deployment keeps its Google project and key file:
+		// ${GOOGLE_CLOUD_PROJECT}, ${GOOGLE_APPLICATION_CREDENTIALS}.
+		p.CredentialsFile, from[path+".credentials_file"] = expandString(p.CredentialsFile, lookup)
+		p.Vertex.Project, from[path+".vertex.project"] = expandString(p.Vertex.Project, lookup)
+		p.Vertex.Location, from[path+".vertex.location"] = expandString(p.Vertex.Location, lookup)
 	}
 	return from
 }

@@ -24,9 +24,11 @@ type Routes struct {
 type ProviderConfig struct {
 	Name string `yaml:"name"`
 	// Format is the provider's wire format: openai (default), anthropic
-	// (the Messages API) or gemini (the Gemini API, base_url
+	// (the Messages API), gemini (the Gemini API, base_url
 	// https://generativelanguage.googleapis.com/v1beta; the key goes in
-	// x-goog-api-key). docs/formats.md says what each translates.
+	// x-goog-api-key) or vertex (Gemini on Vertex AI: vertex and
+	// credentials_file instead of base_url and api_keys).
+	// docs/formats.md says what each translates.
 	Format         string            `yaml:"format"`
 	BaseURL        string            `yaml:"base_url"`
 	APIKeys        []secret.String   `yaml:"api_keys"`
@@ -48,7 +50,8 @@ type ProviderConfig struct {
 	Retry RetryConfig `yaml:"retry"`
 	// Auth is how the keys travel: bearer (default for openai), x-api-key
 	// (default for anthropic), none, or {header: NAME} ({header:
-	// x-goog-api-key} is the default for gemini).
+	// x-goog-api-key} is the default for gemini); google_service_account
+	// (vertex's, and only vertex's) sends OAuth2 tokens instead of keys.
 	Auth AuthConfig `yaml:"auth"`
 	// DefaultMaxTokens is the max_tokens sent to an anthropic provider when
 	// the client sets none (default 4096), and the maxOutputTokens sent to
@@ -70,6 +73,16 @@ type ProviderConfig struct {
 	// candidates' model, not the route's name). A price for a model no
 	// route sends here is kept: routes may be added later.
 	Prices map[string]PriceConfig `yaml:"prices"`
+	// Vertex is where a format vertex provider's models are: its Google
+	// Cloud project and location (vertex.go).
+	Vertex VertexConfig `yaml:"vertex"`
+	// CredentialsFile is the service-account JSON key of auth
+	// google_service_account, read and checked when the routes load.
+	CredentialsFile string `yaml:"credentials_file"`
+	// Credentials is the content of CredentialsFile, read at load so a
+	// reload with a missing or broken key fails and the routes in service
+	// keep serving. It holds a private key: never shown or logged.
+	Credentials *ServiceAccount `yaml:"-" json:"-"`
 }
 
 // Auth styles of the routes file.
@@ -78,6 +91,9 @@ const (
 	AuthXAPIKey = "x-api-key"
 	AuthNone    = "none"
 	AuthHeader  = "header" // written as {header: NAME}
+	// AuthGoogleServiceAccount: OAuth2 access tokens minted from the
+	// service-account key in credentials_file (format vertex).
+	AuthGoogleServiceAccount = "google_service_account"
 )
 
 // AuthConfig is a provider's auth: a style name, or {header: NAME} for a

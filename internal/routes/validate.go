@@ -15,7 +15,7 @@ import (
 )
 
 // Known wire formats: the upstream package has an adapter for each.
-var knownFormats = map[string]bool{upstream.FormatOpenAI: true, upstream.FormatAnthropic: true, upstream.FormatGemini: true}
+var knownFormats = map[string]bool{upstream.FormatOpenAI: true, upstream.FormatAnthropic: true, upstream.FormatGemini: true, upstream.FormatVertex: true}
 
 var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
@@ -184,7 +184,10 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		p.Format = "openai"
 	}
 	if !knownFormats[p.Format] {
-		return v.fail(path+".format", ": %s is unknown (known: openai, anthropic, gemini)", quoteShort(p.Format))
+		return v.fail(path+".format", ": %s is unknown (known: openai, anthropic, gemini, vertex)", quoteShort(p.Format))
+	}
+	if err := v.vertexBlock(p, path); err != nil {
+		return err
 	}
 	if err := v.baseURL(p.BaseURL, path+".base_url"); err != nil {
 		return err
@@ -192,9 +195,12 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 	if err := v.auth(p, path); err != nil {
 		return err
 	}
+	if err := v.credentials(p, path); err != nil {
+		return err
+	}
 	if _, written := v.lines[path+".default_max_tokens"]; written {
-		if p.Format != upstream.FormatAnthropic && p.Format != upstream.FormatGemini {
-			return v.fail(path+".default_max_tokens", " applies only to formats anthropic and gemini (this provider is %s)", p.Format)
+		if p.Format != upstream.FormatAnthropic && !upstream.GeminiBodies(p.Format) {
+			return v.fail(path+".default_max_tokens", " applies only to formats anthropic, gemini and vertex (this provider is %s)", p.Format)
 		}
 		if p.DefaultMaxTokens < 1 {
 			return v.fail(path+".default_max_tokens", " must be a positive whole number, got %d", p.DefaultMaxTokens)
@@ -206,9 +212,9 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 	if p.StreamUsage != nil && p.Format != upstream.FormatOpenAI {
 		return v.fail(path+".stream_usage", " applies only to format openai (this provider is %s)", p.Format)
 	}
-	if p.Auth.Style == AuthNone {
+	if p.Auth.Style == AuthNone || p.Auth.Style == AuthGoogleServiceAccount {
 		if len(p.APIKeys) > 0 {
-			return v.fail(path+".api_keys", ": auth none sends no key; remove api_keys (the provider gets one target)")
+			return v.fail(path+".api_keys", ": auth %s sends no key; remove api_keys (the provider gets one target)", p.Auth.Style)
 		}
 	} else if len(p.APIKeys) == 0 {
 		return v.fail(path+".api_keys", " must list at least one key (or set auth: none for a server without keys)")
@@ -270,7 +276,7 @@ func (v *validator) auth(p *ProviderConfig, path string) error {
 	switch a.Style {
 	case "":
 		if _, written := v.lines[path+".auth"]; written {
-			return v.fail(path+".auth", " is empty (known: bearer, x-api-key, none, or {header: NAME})")
+			return v.fail(path+".auth", " is empty (known: bearer, x-api-key, none, google_service_account, or {header: NAME})")
 		}
 		a.Style = AuthBearer
 		switch p.Format {
@@ -280,8 +286,11 @@ func (v *validator) auth(p *ProviderConfig, path string) error {
 			// Gemini's header, never its ?key= query: a URL's query is
 			// kept by proxies and access logs.
 			a.Style, a.Header = AuthHeader, upstream.GeminiKeyHeader
+		case upstream.FormatVertex:
+			// Vertex takes no API key: a service account's tokens.
+			a.Style = AuthGoogleServiceAccount
 		}
-	case AuthBearer, AuthXAPIKey, AuthNone:
+	case AuthBearer, AuthXAPIKey, AuthNone, AuthGoogleServiceAccount:
 	case AuthHeader:
 		if a.Header == "" {
 			return v.fail(path+".auth.header", " is required: the header that carries the key, like api-key")
@@ -290,8 +299,16 @@ func (v *validator) auth(p *ProviderConfig, path string) error {
 			return v.fail(path+".auth.header", ": %s is not a valid header name", quoteShort(a.Header))
 		}
 	default:
-		return v.fail(path+".auth", ": %s is unknown (known: bearer, x-api-key, none, or {header: NAME})%s",
-			quoteShort(a.Style), suggest(a.Style, []string{AuthBearer, AuthXAPIKey, AuthNone}))
+		return v.fail(path+".auth", ": %s is unknown (known: bearer, x-api-key, none, google_service_account, or {header: NAME})%s",
+			quoteShort(a.Style), suggest(a.Style, []string{AuthBearer, AuthXAPIKey, AuthNone, AuthGoogleServiceAccount}))
+	}
+	if (a.Style == AuthGoogleServiceAccount) != (p.Format == upstream.FormatVertex) {
+		// Each needs the other: Vertex authenticates only with Google
+		// tokens, and no other format is sent them.
+		if p.Format == upstream.FormatVertex {
+			return v.fail(path+".auth", ": format vertex takes auth google_service_account (or leave auth out)")
+		}
+		return v.fail(path+".auth", ": google_service_account applies only to format vertex (this provider is %s)", p.Format)
 	}
 	return nil
 }

@@ -74,6 +74,10 @@ type setup struct {
 	// the routes write a retry block; the retry has its own tests
 	// (internal/candidates, cmd/gateway's failover matrix).
 	retry bool
+	// prepare runs once the mocks listen and before the routes are read:
+	// for files the routes name that need the mocks' addresses (a
+	// service-account key whose token_uri is a mock's).
+	prepare func(g *gateway)
 }
 
 // gateway is one real gateway on loopback between a test and two mocks.
@@ -101,6 +105,9 @@ func start(t *testing.T, s setup) *gateway {
 	g := &gateway{Primary: mockupstream.New(s.primary), Backup: mockupstream.New(s.backup)}
 	pts, bts := httptest.NewServer(g.Primary), httptest.NewServer(g.Backup)
 	g.PrimaryURL, g.BackupURL = pts.URL, bts.URL
+	if s.prepare != nil {
+		s.prepare(g)
+	}
 
 	env := map[string]string{
 		"GATEWAY_SHUTDOWN_GRACE": "5s",

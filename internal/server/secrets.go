@@ -42,6 +42,12 @@ func secretsOf(cfg config.Config, routes *routes.Routes) []string {
 			for _, k := range p.APIKeys {
 				out = append(out, k.Reveal())
 			}
+			if sa := p.Credentials; sa != nil {
+				// A service account's private key, as the file holds it and
+				// as JSON escapes its line breaks, should any text ever
+				// quote it.
+				out = append(out, sa.PrivateKey, strings.ReplaceAll(sa.PrivateKey, "\n", `\n`))
+			}
 			for name, v := range p.Headers {
 				if secretName(name) {
 					out = append(out, v)

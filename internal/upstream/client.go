@@ -146,7 +146,20 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 	}
 	// The client's own credentials were filtered out above whatever the
 	// style; with AuthNone the provider gets none at all.
-	call.Auth.set(h, call.Key.Reveal())
+	var token string // the access token sent, for Refused
+	if call.Auth.Style == AuthGoogle {
+		tok, err := call.Auth.Tokens.Token(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &TokenError{Provider: c.provider, Err: err}
+		}
+		token = tok
+		h.Set("Authorization", "Bearer "+tok)
+	} else {
+		call.Auth.set(h, call.Key.Reveal())
+	}
 	resp, err := c.rt.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -172,6 +185,12 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
+	if token != "" && resp.StatusCode == http.StatusUnauthorized {
+		// A token refused before its expiry (revoked, the key deleted):
+		// the next attempt gets a new one instead of this one for the
+		// rest of its hour.
+		call.Auth.Tokens.Refused(token)
+	}
 	se := &StatusError{
 		Code:       resp.StatusCode,
 		RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), call.now()),

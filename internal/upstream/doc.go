@@ -1,10 +1,11 @@
 // Package upstream speaks to providers: the OpenAI-compatible request and
 // response wire format, the tuned HTTP transport and its connection pools,
 // SSE event reading, header hygiene between client and provider, and the
-// classification of failures into typed errors (ConnectError, StatusError,
-// ProtocolError) that the attempt loop branches on. Where a provider's
-// format is not the client's, the adapters here (exchange.go, reader.go;
-// gemini_exchange.go and gemini_reader.go for format gemini) hand the
+// classification of failures into typed errors (ConnectError, TokenError,
+// StatusError, ProtocolError) that the attempt loop branches on. Where a
+// provider's format is not the client's, the adapters here (exchange.go,
+// reader.go; gemini_exchange.go and gemini_reader.go for formats gemini
+// and vertex, vertex.go for Vertex's URL and OAuth2 tokens) hand the
 // bodies and streams to the pure translators in the subpackages
 // (anthropic, anthropicclient, gemini) and turn their errors into these.
 //

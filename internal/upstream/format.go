@@ -36,6 +36,7 @@ const (
 	FormatOpenAI    = "openai"
 	FormatAnthropic = "anthropic"
 	FormatGemini    = "gemini" // the Gemini API (generativelanguage.googleapis.com)
+	FormatVertex    = "vertex" // Gemini on Vertex AI ({location}-aiplatform.googleapis.com)
 )
 
 // GeminiKeyHeader is the header a gemini provider's key travels in by
@@ -57,12 +58,16 @@ const (
 	AuthXAPIKey                  // x-api-key: KEY
 	AuthHeader                   // NAME: KEY, e.g. Azure's api-key
 	AuthNone                     // no credential (local servers)
+	AuthGoogle                   // Authorization: Bearer <OAuth2 access token from Tokens>
 )
 
 // Auth is a provider's authentication.
 type Auth struct {
 	Style  AuthStyle
 	Header string // the header name for AuthHeader
+	// Tokens mints the access tokens of AuthGoogle; built once per routes
+	// load, so every attempt of the provider shares its cached token.
+	Tokens TokenSource
 }
 
 // String renders the auth as the routes file writes it.
@@ -74,6 +79,8 @@ func (a Auth) String() string {
 		return "header " + a.Header
 	case AuthNone:
 		return "none"
+	case AuthGoogle:
+		return "google_service_account"
 	}
 	return "bearer"
 }
@@ -175,14 +182,19 @@ func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, hea
 		e.URLs[RouteChat] = at("/messages")
 		e.URLs[RouteMessages] = e.URLs[RouteChat]
 		e.Defaults = http.Header{"Anthropic-Version": {AnthropicVersion}}
-	case FormatGemini:
+	case FormatGemini, FormatVertex:
 		// Chat and Anthropic clients reach generateContent through the
 		// OpenAI form, embeddings batchEmbedContents; the Responses API
 		// is not translated, so that route is not served (the planner
 		// leaves such candidates out). URLs hold the models collection,
 		// which is what check-config shows; Build makes the method's URL.
 		base := at("/models")
-		e.URLs[RouteChat], e.URLs[RouteMessages], e.URLs[RouteEmbeddings] = base, base, base
+		e.URLs[RouteChat], e.URLs[RouteMessages] = base, base
+		if format == FormatGemini {
+			// Vertex embeds through :predict, a body of its own: not
+			// served, so the planner leaves vertex candidates out.
+			e.URLs[RouteEmbeddings] = base
+		}
 		v := *u
 		v.Path, v.RawQuery = strings.TrimRight(u.Path, "/"), ""
 		q := url.Values{}

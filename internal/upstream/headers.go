@@ -71,7 +71,7 @@ func formatForwarding(format string) Forwarding {
 	switch format {
 	case FormatAnthropic:
 		return Forwarding{content: []string{"Anthropic-Version"}, chosen: []string{"Anthropic-Beta"}}
-	case FormatGemini:
+	case FormatGemini, FormatVertex:
 		return Forwarding{} // OpenAI-Beta means nothing to Gemini
 	}
 	return Forwarding{chosen: []string{"Openai-Beta"}}
