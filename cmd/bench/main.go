@@ -35,6 +35,7 @@
 // BENCH_RECORDS=off runs the gateway without Postgres, to see what records cost;
 // BENCH_PG=shared skips scripts/pg-local.sh and uses the server on 127.0.0.1:5432;
 // BENCH_PROMPT=BYTES makes the stream phase's requests a conversation of about that size;
+// BENCH_KEYS=N inserts N API keys in Postgres before the gateway starts and reports their load;
 // BENCH_ONLY=hold (or open, closed, stream, hanging, tail, translate, ledger, replicas, budget, comma-separated) runs
 // only those phases, for iterating on one figure.
 //
@@ -98,6 +99,7 @@ type settings struct {
 	recordsOff   bool            // diagnostic: the gateway without Postgres records
 	promptBytes  int             // BENCH_PROMPT: the stream phase's conversation size; 0: one short message
 	only         map[string]bool // BENCH_ONLY: the phases to run; empty runs all
+	apiKeys      int             // BENCH_KEYS: api_keys rows in Postgres before the gateway starts
 }
 
 // phases BENCH_ONLY can name.
@@ -134,6 +136,14 @@ func loadSettings() settings {
 			os.Exit(2)
 		}
 		s.promptBytes = n
+	}
+	if v := os.Getenv("BENCH_KEYS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			fmt.Fprintf(os.Stderr, "bench: BENCH_KEYS=%q: want a number of keys\n", v)
+			os.Exit(2)
+		}
+		s.apiKeys = n
 	}
 	if q := os.Getenv("BENCH_QUICK"); q != "" && q != "0" && q != "false" {
 		s.quick = true
@@ -270,6 +280,10 @@ func environment(s settings, st *stack, started time.Time) []string {
 			mockLatency, mockWords, streamChunks, streamInterval, st.pg.source),
 		fmt.Sprintf("Open loop %v per run at %v RPS, closed loop %d connections %v per run, %d rounds each; streams %v per second %v per run, %d rounds; each round runs the three targets back to back in a rotated order; latency figures are medians over rounds of each round's percentile, added latency is paired within a round.",
 			s.openDur, s.rates, s.closedConns, s.closedDur, s.rounds, s.streamRates, s.streamDur, s.streamRounds),
+	}
+	if s.apiKeys > 0 {
+		lines = append(lines, fmt.Sprintf("BENCH_KEYS=%d: the gateway loaded %d API keys from Postgres at start in %s (its log); the load driver is still a routes-file client.",
+			s.apiKeys, s.apiKeys, st.keysLoad))
 	}
 	if s.promptBytes > 0 {
 		lines = append(lines, fmt.Sprintf("BENCH_PROMPT=%d: each stream request carries a conversation of %d bytes.", s.promptBytes, len(longConversation(s.promptBytes))))

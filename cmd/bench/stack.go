@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,6 +40,7 @@ type stack struct {
 	adminToken, clientKey         string
 	pg                            pgInfo
 	gatewayBuilt                  time.Time // mtime of the gateway binary under test
+	keysLoad                      string    // BENCH_KEYS: the gateway's time to load them, from its log
 }
 
 // pgInfo says where the gateway's records go and how to account their CPU.
@@ -154,6 +156,14 @@ func startStack(ctx context.Context, s settings) (*stack, error) {
 		"GATEWAY_SHUTDOWN_GRACE=5s",
 		"BENCH_UPSTREAM_KEY=sk-upstream-" + randomHex(8),
 	})
+	if s.apiKeys > 0 {
+		if s.recordsOff {
+			return nil, errors.New("BENCH_KEYS needs Postgres: not with BENCH_RECORDS=off")
+		}
+		if err := insertKeys(ctx, filepath.Join(tmp, "gateway"), genv, st.pg.dsn, s.apiKeys); err != nil {
+			return nil, err
+		}
+	}
 	st.gateway, err = startProc("gateway", tmp, filepath.Join(tmp, "gateway"), nil, genv)
 	if err != nil {
 		return nil, err
@@ -164,6 +174,12 @@ func startStack(ctx context.Context, s settings) (*stack, error) {
 	st.gateURL = "http://" + addr
 	if err := waitReady(ctx, st.gateway, st.gateURL+"/readyz", 30*time.Second); err != nil {
 		return nil, err
+	}
+	if s.apiKeys > 0 {
+		if st.keysLoad, err = waitKeysLoaded(ctx, st.gateway, 60*time.Second); err != nil {
+			return nil, err
+		}
+		logf("gateway: %d API keys loaded from Postgres in %s", s.apiKeys, st.keysLoad)
 	}
 	ok = true
 	return st, nil
@@ -415,4 +431,62 @@ func (st *stack) waitRecordsWritten(ctx context.Context, timeout time.Duration) 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// insertKeys migrates the bench database with the gateway's own `migrate up` and
+// inserts n api_keys rows in one statement, shaped like real keys (a team of 50,
+// two model globs, a rate limit, a budget on every tenth, a little metadata).
+// The digests hash a per-run salt: random-looking, distinct, and none is the
+// load driver's key (a routes-file client's).
+func insertKeys(ctx context.Context, gateway string, env []string, dsn string, n int) error {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	mig := exec.CommandContext(cctx, gateway, "migrate", "up")
+	mig.Env = env
+	if out, err := mig.CombinedOutput(); err != nil {
+		return fmt.Errorf("BENCH_KEYS: gateway migrate up: %v\n%s", err, out)
+	}
+	conn, err := pgx.Connect(cctx, dsn)
+	if err != nil {
+		return fmt.Errorf("BENCH_KEYS: %w", err)
+	}
+	defer conn.Close(context.Background())
+	start := time.Now()
+	if _, err := conn.Exec(cctx, `INSERT INTO api_keys (id, name, team, key_sha256, hint, models,
+		requests_per_minute, budget_usd, budget_per, metadata)
+	SELECT md5($1 || '-id-' || i)::uuid, 'bench-key-' || i, 'team-' || i % 50,
+		encode(sha256(convert_to($1 || '-secret-' || i, 'UTF8')), 'hex'), 'sk-gw-AbCd…wxYz',
+		'{gpt-4o*,claude-*}', 600, CASE WHEN i % 10 = 0 THEN 20 END, CASE WHEN i % 10 = 0 THEN 'day' END,
+		'{"owner": "bench"}'
+	FROM generate_series(1, $2::int) AS i`, randomHex(16), n); err != nil {
+		return fmt.Errorf("BENCH_KEYS: insert %d keys: %w", n, err)
+	}
+	logf("postgres: %d api_keys rows inserted in %v", n, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// keysLoadedLine is the gateway's log line once its first load from Postgres is in.
+var keysLoadedLine = regexp.MustCompile(`"msg":"api keys: loaded from Postgres".*?"keys":(\d+).*?"took_ms":(\d+)`)
+
+// waitKeysLoaded waits for the gateway's log to say the keys are loaded and returns
+// the time it says the load took.
+func waitKeysLoaded(ctx context.Context, p *proc, timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(p.logPath)
+		if err != nil {
+			return "", err
+		}
+		if m := keysLoadedLine.FindSubmatch(b); m != nil {
+			return fmt.Sprintf("%s ms (%s keys)", m[2], m[1]), nil
+		}
+		select {
+		case <-p.done:
+			return "", fmt.Errorf("gateway exited before loading the keys:\n%s", p.logTail(20))
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return "", fmt.Errorf("gateway did not log its keys loaded within %v:\n%s", timeout, p.logTail(20))
 }

@@ -2,6 +2,7 @@ package keys
 
 import (
 	"crypto/sha256"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -21,17 +22,21 @@ const (
 type Compile func(*Key) any
 
 // Set is one loaded generation of keys: immutable once built, so the
-// request path reads it without a lock.
+// request path reads it without a lock. It holds per key only what the
+// request path, the budgets and the snapshot need (slim: no hint, no
+// metadata, no timestamps; the admin reads ask Postgres), in one slice,
+// with one map from each digest to the key's place in it.
 type Set struct {
-	byDigest map[[sha256.Size]byte]entry
-	keys     map[string]*Key // by id
-	views    map[string]any  // by id: the compiled views
+	byDigest map[[sha256.Size]byte]slot
+	keys     []Key // slim
+	views    []any // views[i] is keys[i]'s compiled view
 }
 
-type entry struct {
-	key      *Key
-	view     any
-	previous bool // the digest is the rotated-out secret's
+// slot is a digest's key: its index in keys, and whether the digest is
+// the rotated-out secret's.
+type slot struct {
+	i        uint32
+	previous bool
 }
 
 // Match is a lookup's answer. Key and View are nil unless Status is Valid.
@@ -52,7 +57,7 @@ func (s *Set) Lookup(d *[sha256.Size]byte, now time.Time) Match {
 	if !ok {
 		return Match{}
 	}
-	k := e.key
+	k := &s.keys[e.i]
 	switch {
 	case k.RevokedAt != nil:
 		return Match{Status: Revoked}
@@ -61,7 +66,7 @@ func (s *Set) Lookup(d *[sha256.Size]byte, now time.Time) Match {
 	case e.previous && (k.PreviousExpiresAt == nil || !now.Before(*k.PreviousExpiresAt)):
 		return Match{Status: Expired}
 	}
-	return Match{Status: Valid, Key: k, View: e.view}
+	return Match{Status: Valid, Key: k, View: s.views[e.i]}
 }
 
 // Len is the number of keys, revoked ones included.
@@ -72,67 +77,127 @@ func (s *Set) Len() int {
 	return len(s.keys)
 }
 
-// Keys returns the keys (shared: not to be changed).
+// Keys returns the keys (shared: not to be changed), slim: no hint,
+// metadata or timestamps.
 func (s *Set) Keys() []*Key {
 	if s == nil {
 		return nil
 	}
-	out := make([]*Key, 0, len(s.keys))
-	for _, k := range s.keys {
-		out = append(out, k)
+	out := make([]*Key, len(s.keys))
+	for i := range s.keys {
+		out[i] = &s.keys[i]
 	}
 	return out
 }
 
-// Get is the key id of the set, or nil.
+// Get is the key id of the set (slim, as Keys), or nil. A scan: it is for
+// the rare paths (a key deleted by hand), never a request's.
 func (s *Set) Get(id string) *Key {
 	if s == nil {
 		return nil
 	}
-	return s.keys[id]
+	for i := range s.keys {
+		if s.keys[i].ID == id {
+			return &s.keys[i]
+		}
+	}
+	return nil
 }
 
-// NewSet builds a set from list with compile (nil: no views).
+// NewSet builds a set from list with compile (nil: no views). The set
+// keeps none of list: a caller may drop it.
 func NewSet(list []Key, compile Compile) *Set {
-	s := &Set{byDigest: make(map[[sha256.Size]byte]entry, len(list)), keys: make(map[string]*Key, len(list)),
-		views: make(map[string]any, len(list))}
+	s := newSet(len(list))
+	in := interner{}
 	for i := range list {
-		s.add(&list[i], compile)
+		s.add(&list[i], compile, in)
 	}
 	return s
 }
 
-func (s *Set) add(k *Key, compile Compile) {
+func newSet(n int) *Set {
+	return &Set{byDigest: make(map[[sha256.Size]byte]slot, n+n/8), keys: make([]Key, 0, n), views: make([]any, 0, n)}
+}
+
+// interner shares the strings and model lists many keys have alike (the
+// team, the priority, the allowlist): each row scanned has its own copy.
+type interner map[string]any
+
+func (in interner) str(v string) string {
+	if v == "" {
+		return ""
+	}
+	if x, ok := in[v]; ok {
+		if s, ok := x.(string); ok {
+			return s
+		}
+	}
+	in[v] = v
+	return v
+}
+
+func (in interner) models(m []string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	k := "\x00models\x00" + strings.Join(m, "\x00")
+	if x, ok := in[k]; ok {
+		return x.([]string)
+	}
+	c := make([]string, len(m))
+	for i, v := range m {
+		c[i] = in.str(v)
+	}
+	in[k] = c
+	return c
+}
+
+// slim is what the set keeps of k: the fields the request path, the
+// budgets and the snapshot read.
+func slim(k *Key, in interner) Key {
+	out := Key{ID: k.ID, Name: k.Name, Team: in.str(k.Team), Models: in.models(k.Models), Priority: in.str(k.Priority),
+		MaxConcurrency: k.MaxConcurrency, RequestsPerMinute: k.RequestsPerMinute, TokensPerMinute: k.TokensPerMinute,
+		CostInUsage: k.CostInUsage, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, PreviousExpiresAt: k.PreviousExpiresAt,
+		Digest: k.Digest, Previous: k.Previous, HasPrevious: k.HasPrevious}
+	if k.Budget != nil {
+		b := *k.Budget
+		b.Per = in.str(b.Per)
+		out.Budget = &b
+	}
+	return out
+}
+
+// add appends k (slim) with its view compiled from the full record.
+func (s *Set) add(k *Key, compile Compile, in interner) {
 	var view any
 	if compile != nil {
 		view = compile(k)
 	}
-	s.keys[k.ID] = k
-	s.views[k.ID] = view
-	s.byDigest[k.Digest] = entry{key: k, view: view}
+	s.put(slim(k, in), view)
+}
+
+// put appends k, already slim, and its view.
+func (s *Set) put(k Key, view any) {
+	i := uint32(len(s.keys))
+	s.keys = append(s.keys, k)
+	s.views = append(s.views, view)
+	s.byDigest[k.Digest] = slot{i: i}
 	if k.HasPrevious {
-		s.byDigest[k.Previous] = entry{key: k, view: view, previous: true}
+		s.byDigest[k.Previous] = slot{i: i, previous: true}
 	}
 }
 
 // with is s with k put in (replacing the key of the same id) or, when
 // gone, the key id taken out; a copy: s itself never changes.
 func (s *Set) with(id string, k *Key, compile Compile) *Set {
-	n := &Set{byDigest: make(map[[sha256.Size]byte]entry, len(s.byDigest)+2), keys: make(map[string]*Key, len(s.keys)+1),
-		views: make(map[string]any, len(s.keys)+1)}
-	for kid, old := range s.keys {
-		if kid == id {
-			continue
-		}
-		n.keys[kid] = old
-		n.views[kid] = s.views[kid]
-		n.byDigest[old.Digest] = entry{key: old, view: s.views[kid]}
-		if old.HasPrevious {
-			n.byDigest[old.Previous] = entry{key: old, view: s.views[kid], previous: true}
+	n := newSet(len(s.keys) + 1)
+	for i := range s.keys {
+		if s.keys[i].ID != id {
+			n.put(s.keys[i], s.views[i])
 		}
 	}
 	if k != nil {
-		n.add(k, compile)
+		n.add(k, compile, interner{})
 	}
 	return n
 }

@@ -1,10 +1,13 @@
 package keys
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -33,19 +36,10 @@ const snapshotVersion = 1
 // writeSnapshot writes s's keys to path atomically: a temporary file in
 // the same directory, synced, renamed over the old one, and the directory
 // synced, so a crash leaves the old snapshot or the new, never half of one.
+// The keys are encoded one at a time into a buffered writer: the file of
+// 100,000 keys is tens of MB, which neither the keys' copies nor the
+// whole encoding need to be in memory for.
 func writeSnapshot(path string, s *Set) error {
-	snap := snapshot{Version: snapshotVersion, WrittenAt: time.Now().UTC(), Keys: make([]snapKey, 0, s.Len())}
-	for _, k := range s.Keys() {
-		sk := snapKey{Key: *k, SHA256: hex.EncodeToString(k.Digest[:])}
-		if k.HasPrevious {
-			sk.PreviousSHA256 = hex.EncodeToString(k.Previous[:])
-		}
-		snap.Keys = append(snap.Keys, sk)
-	}
-	b, err := json.Marshal(snap)
-	if err != nil {
-		return err
-	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
@@ -56,7 +50,8 @@ func writeSnapshot(path string, s *Set) error {
 	}
 	tmp := f.Name()
 	defer func() { _ = os.Remove(tmp) }() // a no-op once renamed
-	if _, err = f.Write(b); err == nil {
+	err = encodeSnapshot(f, s)
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -73,6 +68,40 @@ func writeSnapshot(path string, s *Set) error {
 		_ = d.Close()
 	}
 	return nil
+}
+
+// encodeSnapshot writes the snapshot document of s to w, the JSON a
+// snapshot value would marshal to, key by key.
+func encodeSnapshot(w io.Writer, s *Set) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	head, err := json.Marshal(snapshot{Version: snapshotVersion, WrittenAt: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	// head ends in "keys":null}: the keys go in its place.
+	if !bytes.HasSuffix(head, []byte(`"keys":null}`)) {
+		return fmt.Errorf("keys: snapshot head %s", head)
+	}
+	head = head[:len(head)-len("null}")]
+	if _, err := bw.Write(head); err != nil {
+		return err
+	}
+	_ = bw.WriteByte('[')
+	enc := json.NewEncoder(bw)
+	for i, k := range s.Keys() {
+		if i > 0 {
+			_ = bw.WriteByte(',')
+		}
+		sk := snapKey{Key: *k, SHA256: hex.EncodeToString(k.Digest[:])}
+		if k.HasPrevious {
+			sk.PreviousSHA256 = hex.EncodeToString(k.Previous[:])
+		}
+		if err := enc.Encode(sk); err != nil {
+			return err
+		}
+	}
+	_, _ = bw.WriteString("]}")
+	return bw.Flush()
 }
 
 // readSnapshot reads the keys of the snapshot at path; an absent file is

@@ -181,12 +181,14 @@ func (s *Syncer) session(ctx context.Context) (loaded bool, err error) {
 	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
 		return false, err
 	}
+	start := time.Now()
 	if err := s.loadAll(ctx, conn); err != nil {
 		return false, err
 	}
 	s.state.Store(int32(stateOK))
 	if s.failing || !s.loadedOnce {
-		s.opts.Logger.Info("api keys: loaded from Postgres", "keys", s.cache.Current().Len())
+		s.opts.Logger.Info("api keys: loaded from Postgres", "keys", s.cache.Current().Len(),
+			"took_ms", time.Since(start).Milliseconds())
 		s.failing, s.loadedOnce = false, true
 	}
 	nextFull := time.Now().Add(s.opts.Refresh)
