@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -64,10 +65,11 @@ func TestClientKeys(t *testing.T) {
 	ck := NewClientKeys([]routes.ClientConfig{
 		{Name: "a", KeySHA256: "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b", Priority: "background"}, // sha256("secret")
 	})
+	s, rt := &Server{}, &Routing{Clients: ck}
 	for auth, ok := range map[string]bool{"Bearer secret": true, "Bearer secret2": false, "secret": false, "Bearer ": false, "": false} {
-		name, prio, got := ck.Authenticate(auth)
-		if got != ok || (ok && (name != "a" || prio != admission.Background)) {
-			t.Errorf("Authenticate(%q) = %q %s %v, want ok=%v", auth, name, prio, got, ok)
+		c, got, _ := s.authenticate(rt, http.Header{"Authorization": {auth}})
+		if got != ok || (ok && (c.name != "a" || c.ceiling != admission.Background)) {
+			t.Errorf("authenticate(%q) = %q %s %v, want ok=%v", auth, c.name, c.ceiling, got, ok)
 		}
 	}
 }

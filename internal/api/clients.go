@@ -65,17 +65,6 @@ func NewClientKeys(cfg []routes.ClientConfig) *ClientKeys {
 	return ck
 }
 
-// Authenticate returns the client owning the Authorization header's bearer
-// token.
-func (ck *ClientKeys) Authenticate(authorization string) (name string, ceiling admission.Priority, ok bool) {
-	token, found := bearer(authorization)
-	if !found {
-		return "", 0, false
-	}
-	sum := sha256.Sum256([]byte(token))
-	return ck.match(&sum)
-}
-
 // bearer is the token of an Authorization header, trimmed; false when
 // there is none.
 func bearer(authorization string) (string, bool) {
