@@ -61,25 +61,7 @@ func (w *firstFlushWriter) Flush() {
 // from the handler's entry to the first flush as ns-to-first-flush: what the
 // first chunk waits on inside the gateway.
 func BenchmarkChatStreamRequest(b *testing.B) {
-	routes, err := routes.Parse([]byte(`
-providers:
-  - { name: p, base_url: "http://p.example/v1", api_keys: [k], max_concurrency: 64, health: { failures: 3, cooldown: 5s } }
-models:
-  - { name: m, candidates: [ { provider: p } ] }
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		b.Fatal(err)
-	}
-	planner, err := candidates.NewPlanner(routes, candidates.PlannerOptions{DefaultFirstByte: time.Minute, DefaultQueueBudget: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sched := admission.New(admission.Config{GlobalLimit: 64})
-	defer func() { _ = sched.Close(context.Background()) }()
-	runner := &candidates.Runner{Admit: sched, Record: nopRecorder{}, HoldMode: watchdog.HoldFirstBody,
-		Upstreams: map[string]candidates.Sender{"p": shortStreamSender{}}}
-	s := New(Options{Planner: planner, Runner: runner, MaxRequestBytes: 1 << 20, StreamWriteTimeout: 30 * time.Second})
-	defer s.Close()
+	s := benchServer(b, `health: { failures: 3, cooldown: 5s }`, shortStreamSender{})
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"Say hello"}],"stream":true}`)
 	var toFirst time.Duration
 	b.ReportAllocs()
@@ -113,25 +95,7 @@ func (jsonSender) Send(context.Context, *upstream.Call) (*http.Response, error) 
 // request of a priced model, from the handler's entry to its return: the
 // open-loop phase of `make bench` without the network.
 func BenchmarkChatRequest(b *testing.B) {
-	routes, err := routes.Parse([]byte(`
-providers:
-  - { name: p, base_url: "http://p.example/v1", api_keys: [k], max_concurrency: 64, prices: { m: { input: 2.5, output: 10 } } }
-models:
-  - { name: m, candidates: [ { provider: p } ] }
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		b.Fatal(err)
-	}
-	planner, err := candidates.NewPlanner(routes, candidates.PlannerOptions{DefaultFirstByte: time.Minute, DefaultQueueBudget: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sched := admission.New(admission.Config{GlobalLimit: 64})
-	defer func() { _ = sched.Close(context.Background()) }()
-	runner := &candidates.Runner{Admit: sched, Record: nopRecorder{}, HoldMode: watchdog.HoldFirstBody,
-		Upstreams: map[string]candidates.Sender{"p": jsonSender{}}}
-	s := New(Options{Planner: planner, Runner: runner, MaxRequestBytes: 1 << 20, StreamWriteTimeout: 30 * time.Second})
-	defer s.Close()
+	s := benchServer(b, `prices: { m: { input: 2.5, output: 10 } }`, jsonSender{})
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"Say hello"}]}`)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -144,4 +108,30 @@ models:
 			b.Fatalf("%d bytes written, want %d", w.written, len(jsonAnswer))
 		}
 	}
+}
+
+// benchServer is a gateway of one model on provider p (with extra, a
+// flow-mapping member list, in its entry) whose upstream is send.
+func benchServer(b *testing.B, extra string, send candidates.Sender) *Server {
+	b.Helper()
+	routes, err := routes.Parse([]byte(`
+providers:
+  - { name: p, base_url: "http://p.example/v1", api_keys: [k], max_concurrency: 64, `+extra+` }
+models:
+  - { name: m, candidates: [ { provider: p } ] }
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		b.Fatal(err)
+	}
+	planner, err := candidates.NewPlanner(routes, candidates.PlannerOptions{DefaultFirstByte: time.Minute, DefaultQueueBudget: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sched := admission.New(admission.Config{GlobalLimit: 64})
+	b.Cleanup(func() { _ = sched.Close(context.Background()) })
+	runner := &candidates.Runner{Admit: sched, Record: nopRecorder{}, HoldMode: watchdog.HoldFirstBody,
+		Upstreams: map[string]candidates.Sender{"p": send}}
+	s := New(Options{Planner: planner, Runner: runner, MaxRequestBytes: 1 << 20, StreamWriteTimeout: 30 * time.Second})
+	b.Cleanup(s.Close)
+	return s
 }
