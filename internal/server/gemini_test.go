@@ -1,14 +1,11 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/llmgw/gateway/internal/mockupstream"
 )
@@ -276,19 +273,8 @@ func TestGeminiKeyNeverShown(t *testing.T) {
 			}
 		}
 	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, g.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	for _, id := range ids {
-		g.ledger(t, id)
-		var rows string
-		if err := conn.QueryRow(ctx, `SELECT (SELECT row_to_json(r)::text FROM requests r WHERE r.id = $1) ||
-			coalesce((SELECT json_agg(c)::text FROM request_candidates c WHERE c.request_id = $1), '')`, id).Scan(&rows); err != nil {
-			t.Fatal(err)
-		}
+		rows := g.rowsText(t, id)
 		check("the rows of "+id, rows)
 		_, b := g.get(t, "/admin/requests/"+id, true)
 		check("/admin/requests/"+id, string(b))

@@ -28,6 +28,26 @@ func (r candRow) String() string {
 }
 
 // ledger reads the rows of one request once its final record has landed.
+// rowsText is request id's row and its candidate rows as JSON text, once it
+// settled: everything the ledger holds of it, for tests that look for a
+// string in any column.
+func (g *gateway) rowsText(t *testing.T, id string) string {
+	t.Helper()
+	g.ledger(t, id)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, g.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var rows string
+	if err := conn.QueryRow(ctx, `SELECT (SELECT row_to_json(r)::text FROM requests r WHERE r.id = $1) ||
+		coalesce((SELECT json_agg(c)::text FROM request_candidates c WHERE c.request_id = $1), '')`, id).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
 func (g *gateway) ledger(t *testing.T, id string) (report.TimelineRequest, []candRow) {
 	t.Helper()
 	ctx := context.Background()

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -9,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/llmgw/gateway/internal/mockupstream"
 	"github.com/llmgw/gateway/internal/server"
@@ -270,20 +267,9 @@ func vertexLeaks(t *testing.T, outage bool, behaviors ...mockupstream.Behavior) 
 			ids = append(ids, resp.Header.Get("X-Request-Id"))
 		}
 	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, g.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	var allRows string
 	for _, id := range ids {
-		g.ledger(t, id)
-		var rows string
-		if err := conn.QueryRow(ctx, `SELECT (SELECT row_to_json(r)::text FROM requests r WHERE r.id = $1) ||
-			coalesce((SELECT json_agg(c)::text FROM request_candidates c WHERE c.request_id = $1), '')`, id).Scan(&rows); err != nil {
-			t.Fatal(err)
-		}
+		rows := g.rowsText(t, id)
 		check("the rows of "+id, rows)
 		allRows += rows
 		_, b := g.get(t, "/admin/requests/"+id, true)
