@@ -270,23 +270,12 @@ export class KeysView {
     const d = { el, grace, error, text, ok, id: '', opener: null };
     cancel.addEventListener('click', () => el.close());
     el.addEventListener('close', () => { if (d.opener && d.opener.isConnected) d.opener.focus(); });
-    form.addEventListener('submit', async (ev) => {
-      ev.preventDefault();
-      error.hidden = true;
-      ok.disabled = true;
-      try {
-        const k = await send('POST', `/admin/keys/${encodeURIComponent(d.id)}/rotate`, { grace: grace.value.trim() || '24h' });
-        d.opener = null;
-        el.close();
+    confirmed(d, form, 'submit', ok,
+      () => send('POST', `/admin/keys/${encodeURIComponent(d.id)}/rotate`, { grace: grace.value.trim() || '24h' }),
+      (k) => {
         this.showSecret(k, 'rotated');
         this.requestRefresh();
-      } catch (err) {
-        error.hidden = false;
-        setText(error, writeMessage(err));
-      } finally {
-        ok.disabled = false;
-      }
-    });
+      });
     return d;
   }
 
@@ -312,21 +301,9 @@ export class KeysView {
     const d = { el, error, text, id: '', opener: null };
     cancel.addEventListener('click', () => el.close());
     el.addEventListener('close', () => { if (d.opener && d.opener.isConnected) d.opener.focus(); });
-    ok.addEventListener('click', async () => {
-      error.hidden = true;
-      ok.disabled = true;
-      try {
-        await send('DELETE', `/admin/keys/${encodeURIComponent(d.id)}`);
-        d.opener = null;
-        el.close();
-        this.heading.focus();
-        this.requestRefresh();
-      } catch (err) {
-        error.hidden = false;
-        setText(error, writeMessage(err));
-      } finally {
-        ok.disabled = false;
-      }
+    confirmed(d, ok, 'click', ok, () => send('DELETE', `/admin/keys/${encodeURIComponent(d.id)}`), () => {
+      this.heading.focus();
+      this.requestRefresh();
     });
     return d;
   }
@@ -476,6 +453,28 @@ export class KeysView {
 
 // writeMessage says why a write was refused; a read token's 403 says so
 // in the gateway's words.
+// confirmed runs a dialog's write when its confirm control fires (a form's
+// submit, a button's click): on success the dialog closes and after gets
+// the write's answer; a refused write is shown in the dialog, which stays.
+function confirmed(d, target, event, ok, write, after) {
+  target.addEventListener(event, async (ev) => {
+    ev.preventDefault();
+    d.error.hidden = true;
+    ok.disabled = true;
+    try {
+      const v = await write();
+      d.opener = null;
+      d.el.close();
+      after(v);
+    } catch (err) {
+      d.error.hidden = false;
+      setText(d.error, writeMessage(err));
+    } finally {
+      ok.disabled = false;
+    }
+  });
+}
+
 function writeMessage(err) {
   if (err instanceof AuthError) return `${err.message} Sign in again.`;
   if (err instanceof ApiError && err.code === 'read_only_token') return `Refused: ${err.message}`;
