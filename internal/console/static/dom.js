@@ -156,6 +156,15 @@ export function parseGoDuration(str) {
   return matched.length > 0 && matched.length === str.replace(/^-/, '').length ? total : NaN;
 }
 
+// screenHash is the location hash of a console screen with params, the
+// empty ones left out: "#/requests?status=failed".
+export function screenHash(screen, params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of params) if (v) q.set(k, v);
+  const qs = q.toString();
+  return `#/${screen}${qs ? `?${qs}` : ''}`;
+}
+
 // badge is a status word with its colour class: the word carries the
 // meaning, the colour only repeats it.
 export function badge(status, text = status) {

@@ -6,7 +6,7 @@
 // token this is). A new secret is shown once, in this view only: it is in
 // no URL, no storage and no later answer, so a reload loses it for good.
 import { api, send, AuthError, ApiError } from './api.js';
-import { h, setText, setAttr, reconcile, swapIfChanged, badge, fmtNum, fmtTime, fmtUSD } from './dom.js';
+import { h, setText, setAttr, reconcile, swapIfChanged, badge, fmtNum, fmtTime, fmtUSD, screenHash } from './dom.js';
 
 const LIMITS = ['25', '50', '100'];
 const PRIORITIES = ['interactive', 'foreground', 'background', 'maintenance'];
@@ -23,13 +23,6 @@ const FIELDS = [
 ];
 
 const fieldId = (param) => `k-${param.replace('.', '-')}`;
-
-function hashFor(params) {
-  const q = new URLSearchParams();
-  for (const [k, v] of params) if (v) q.set(k, v);
-  const qs = q.toString();
-  return `#/keys${qs ? `?${qs}` : ''}`;
-}
 
 // keyState is what a key is now: revoked, expired, rotating (its old
 // secret still works until previous_expires_at) or active.
@@ -88,7 +81,7 @@ export class KeysView {
       if (this.inputs.team.value.trim()) q.set('team', this.inputs.team.value.trim());
       if (this.inputs.revoked.value) q.set('revoked', this.inputs.revoked.value);
       if (this.inputs.limit.value !== '50') q.set('limit', this.inputs.limit.value);
-      location.hash = hashFor(q);
+      location.hash = screenHash('keys', q);
     });
     this.fillFilters(true);
 
@@ -333,7 +326,7 @@ export class KeysView {
     const q = new URLSearchParams(this.params);
     if (before) q.set('before', before);
     else q.delete('before');
-    location.hash = hashFor(q);
+    location.hash = screenHash('keys', q);
   }
 
   update(route) {

@@ -1,7 +1,7 @@
 // Requests: the newest first, filtered by status, model, provider and
 // client, paged by the list's next_before cursor.
 import { api } from './api.js';
-import { h, setText, setAttr, reconcile, badge, fmtMs, fmtNum, fmtTime, fmtUSD } from './dom.js';
+import { h, setText, setAttr, reconcile, badge, fmtMs, fmtNum, fmtTime, fmtUSD, screenHash } from './dom.js';
 
 const FILTERS = ['status', 'model', 'provider', 'client'];
 const STATUSES = ['success', 'failed', 'cancelled', 'pending'];
@@ -11,14 +11,6 @@ function field(name, label, control) {
   control.id = `f-${name}`;
   control.name = name;
   return h('div', {}, h('label', { for: control.id, text: label }), control);
-}
-
-// hashFor builds the route of a list page.
-function hashFor(params) {
-  const q = new URLSearchParams();
-  for (const [k, v] of params) if (v) q.set(k, v);
-  const qs = q.toString();
-  return `#/requests${qs ? `?${qs}` : ''}`;
 }
 
 export class RequestsView {
@@ -47,7 +39,7 @@ export class RequestsView {
       h('div', {}, h('button', { type: 'button', text: 'Clear', onclick: () => this.clear() })));
     this.form.addEventListener('submit', (ev) => {
       ev.preventDefault();
-      location.hash = hashFor(this.formParams());
+      location.hash = screenHash('requests', this.formParams());
     });
 
     this.note = h('p', { class: 'section-note', id: 'requests-note', 'aria-live': 'off' });
@@ -101,7 +93,7 @@ export class RequestsView {
     const q = new URLSearchParams(this.params);
     if (before) q.set('before', before);
     else q.delete('before');
-    location.hash = hashFor(q);
+    location.hash = screenHash('requests', q);
   }
 
   update(route) {
