@@ -76,17 +76,24 @@ func (r *ChatRequest) translate(ep *Endpoint, model string) ([]byte, error) {
 		}
 		return t.Body, nil
 	case RouteMessages: // an Anthropic client, an openai provider
-		b, _, err := anthropicclient.MessagesToChat(r.Body, model)
-		if err != nil {
-			var re *anthropicclient.RequestError
-			if errors.As(err, &re) {
-				return nil, &RequestError{Param: re.Param, Message: re.Message}
-			}
-			return nil, &RequestError{Message: err.Error()}
-		}
-		return b, nil
+		return messagesToChat(r.Body, model)
 	}
 	return nil, &RequestError{Message: "this route is not translated"}
+}
+
+// messagesToChat is an Anthropic client's body in the OpenAI form, for
+// model: what an openai provider is sent, and what other formats translate
+// from. A refusal is the client's 400, naming the field.
+func messagesToChat(body []byte, model string) ([]byte, error) {
+	b, _, err := anthropicclient.MessagesToChat(body, model)
+	if err != nil {
+		var re *anthropicclient.RequestError
+		if errors.As(err, &re) {
+			return nil, &RequestError{Param: re.Param, Message: re.Message}
+		}
+		return nil, &RequestError{Message: err.Error()}
+	}
+	return b, nil
 }
 
 // Reader returns how to read the answer of an attempt on ep. pass is the

@@ -32,13 +32,9 @@ func (r *ChatRequest) toGemini(ep *Endpoint, model string, x *translation) ([]by
 		x.url, x.emb = ep.geminiURL(t.Path), t
 		return t.Body, nil
 	case RouteMessages:
-		b, _, err := anthropicclient.MessagesToChat(r.Body, model)
+		b, err := messagesToChat(r.Body, model)
 		if err != nil {
-			var re *anthropicclient.RequestError
-			if errors.As(err, &re) {
-				return nil, &RequestError{Param: re.Param, Message: re.Message}
-			}
-			return nil, &RequestError{Message: err.Error()}
+			return nil, err
 		}
 		chat = b
 	case RouteChat:
