@@ -38,10 +38,9 @@ type StatusError struct {
 	// one model.
 	KeyWide bool
 	// KeyFault: the provider blamed the key in a status that does not say
-	// so, as Gemini answers a bad key 400 API_KEY_INVALID and a key whose
-	// project is not billed or not served in its region 400
-	// FAILED_PRECONDITION. Such an answer is no client fault: it is
-	// classified like a 401, so the provider's other keys are tried.
+	// so, as Gemini answers a bad key 400 API_KEY_INVALID. Such an answer
+	// is no client fault: it is classified like a 401, so the provider's
+	// other keys are tried.
 	KeyFault bool
 }
 

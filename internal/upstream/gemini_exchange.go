@@ -74,9 +74,10 @@ func geminiRefusal(err error) *RequestError {
 //   - RetryInfo's retryDelay (sent with 429 RESOURCE_EXHAUSTED) is the
 //     wait when no Retry-After header gave one, bounded as a header is;
 //   - a key the body blames in a client-fault status (400 with an
-//     API_KEY_* reason, FAILED_PRECONDITION for billing or region) is the
-//     key's fault, not the client's (KeyFault): the provider's other keys
-//     are tried and the key cools, as for a 401.
+//     API_KEY_* reason) is the key's fault, not the client's (KeyFault):
+//     the provider's other keys are tried and the key cools, as for a 401.
+//     A 400 FAILED_PRECONDITION (billing, region) is relayed like
+//     INVALID_ARGUMENT, as the provider contract has it.
 //
 // A 429 RESOURCE_EXHAUSTED speaks for the key (KeyWide), as the contract
 // has it (docs/formats.md): Gemini's quotas belong to the key's project,

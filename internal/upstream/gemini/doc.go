@@ -144,9 +144,9 @@
 // *Error with the HTTP status and the google.rpc status name, the
 // ErrorInfo reason (API_KEY_INVALID comes as 400 INVALID_ARGUMENT and is
 // key-scoped) and RetryInfo's retryDelay. ClientFault: INVALID_ARGUMENT,
-// OUT_OF_RANGE. KeyScoped: UNAUTHENTICATED, PERMISSION_DENIED,
-// RESOURCE_EXHAUSTED, FAILED_PRECONDITION (billing or region), API_KEY_*
-// reasons. Retryable: everything else (UNAVAILABLE, INTERNAL,
+// OUT_OF_RANGE, FAILED_PRECONDITION (billing or region: relayed, as the
+// provider contract has it). KeyScoped: UNAUTHENTICATED,
+// PERMISSION_DENIED, RESOURCE_EXHAUSTED, API_KEY_* reasons. Retryable: everything else (UNAVAILABLE, INTERNAL,
 // DEADLINE_EXCEEDED, NOT_FOUND, unknown). Provider bytes that are not the
 // Gemini API wrap ErrMalformed.
 package gemini

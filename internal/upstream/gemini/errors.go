@@ -81,22 +81,27 @@ func (e *Error) Error() string {
 	return "gemini error " + strconv.Itoa(e.HTTPStatus) + " " + e.Status + ": " + e.Message
 }
 
-// ClientFault reports whether the error blames the request, so another
-// provider would refuse it too: INVALID_ARGUMENT and OUT_OF_RANGE, unless
-// the reason says the key is bad.
+// ClientFault reports whether the error is relayed to the client without
+// failover: INVALID_ARGUMENT, OUT_OF_RANGE and FAILED_PRECONDITION (the
+// provider contract, docs/formats.md), unless the reason says the key is
+// bad.
 func (e *Error) ClientFault() bool {
-	return !e.KeyScoped() && (e.Status == "INVALID_ARGUMENT" || e.Status == "OUT_OF_RANGE")
+	switch e.Status {
+	case "INVALID_ARGUMENT", "OUT_OF_RANGE", "FAILED_PRECONDITION":
+		return !e.KeyScoped()
+	}
+	return false
 }
 
 // KeyScoped reports whether the error belongs to the API key or its project
-// (bad, forbidden, out of quota, not enabled in the key's region), so the
-// provider's other keys remain worth trying.
+// (bad, forbidden, out of quota), so the provider's other keys remain worth
+// trying.
 func (e *Error) KeyScoped() bool {
 	if strings.HasPrefix(e.Reason, "API_KEY_") {
 		return true
 	}
 	switch e.Status {
-	case "UNAUTHENTICATED", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION":
+	case "UNAUTHENTICATED", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED":
 		return true
 	}
 	return false
