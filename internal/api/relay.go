@@ -100,10 +100,19 @@ func (s *Server) commit(w http.ResponseWriter, rc *http.ResponseController, a *c
 	w.WriteHeader(a.Status())
 	dl := writeDeadline{rc: rc, d: s.opts.StreamWriteTimeout}
 	if left, ok := a.Remaining(); ok {
-		dl.end = time.Now().Add(left)
+		dl.end = time.Now().Add(left + endGrace)
 	}
 	return dl
 }
+
+// endGrace is how far past the attempt's end a write may still run. The
+// upstream side is cut at the end itself; the writes stop a little later,
+// so that an event read just before the cut, written just after it, still
+// reaches a client that reads, and the cut is what the relay sees next (to
+// resume the stream or end it with its error frame), not a write that
+// failed at the same instant, which would leave the connection unusable.
+// A client that stops reading still frees the slots by end + endGrace.
+const endGrace = 250 * time.Millisecond
 
 // endRelay is how the relay ended, err, once what is written reached the
 // client: the stream ended or broke behind a held event (flush), and a whole
@@ -152,7 +161,7 @@ const HeaderCost = "X-Gateway-Cost-Usd"
 func FormatUSD(usd float64) string { return strconv.FormatFloat(usd, 'f', -1, 64) }
 
 // writeDeadline bounds each write to the client by the write timeout d and
-// every write by end, the attempt's end. It moves the connection's deadline
+// every write by end, the attempt's end (plus endGrace). It moves the connection's deadline
 // only when less than half the timeout is left, so a write is bounded by
 // between half the timeout and all of it: setting a deadline re-arms a
 // runtime timer under a lock, and doing it for every event cost about 3% of
@@ -189,7 +198,7 @@ func (dl *writeDeadline) extend() {
 func (dl *writeDeadline) rebase(a *candidates.Attempt) {
 	dl.end, dl.set, dl.final = time.Time{}, time.Time{}, false
 	if left, ok := a.Remaining(); ok {
-		dl.end = time.Now().Add(left)
+		dl.end = time.Now().Add(left + endGrace)
 	}
 }
 

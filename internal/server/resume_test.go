@@ -366,6 +366,7 @@ func TestResumeAfterTotalTimeout(t *testing.T) {
 		backup:  mockupstream.Behavior{Identity: "mock", Chunks: chunks, ChunkInterval: 10 * time.Millisecond}})
 	resp, raw, err := g.postRaw(t, chatBody(true))
 	if err != nil {
+		t.Logf("rows %v, stream tail %q", g.resumeRows(t, resp.Header.Get("X-Request-Id")), raw[max(0, len(raw)-300):])
 		t.Fatalf("read: %v", err)
 	}
 	var text strings.Builder
