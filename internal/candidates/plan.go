@@ -227,6 +227,11 @@ func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider,
 	if err != nil {
 		return nil, fmt.Errorf("provider %q: %w", pc.Name, err)
 	}
+	if pc.Azure != nil && pc.Azure.Deployment != "" {
+		// Azure has no Responses API under a deployment (only at
+		// /openai/v1/responses): such candidates do not serve it.
+		ep.URLs[upstream.RouteResponses] = ""
+	}
 	if ep.Auth.Style == upstream.AuthGoogle {
 		if pc.Credentials == nil {
 			return nil, fmt.Errorf("provider %q: credentials_file was not read", pc.Name)

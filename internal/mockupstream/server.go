@@ -300,6 +300,9 @@ func endpointOf(path string) (endpoint, bool) {
 	case pathResponses, "/responses":
 		return epResponses, true
 	}
+	if ep, _, ok := azureEndpoint(path); ok {
+		return ep, true
+	}
 	if _, _, ok := geminiMethod(path); ok {
 		return epGemini, true
 	}
@@ -371,6 +374,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.serveLastRequest(w, r)
 	default:
+		if ep, deployment, ok := azureEndpoint(r.URL.Path); ok {
+			s.serveAzure(w, r, ep, deployment)
+			return
+		}
 		if model, method, ok := geminiMethod(r.URL.Path); ok {
 			if r.Method != http.MethodPost {
 				w.Header().Set("Allow", http.MethodPost)

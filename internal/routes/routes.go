@@ -76,6 +76,9 @@ type ProviderConfig struct {
 	// Vertex is where a format vertex provider's models are: its Google
 	// Cloud project and location (vertex.go).
 	Vertex VertexConfig `yaml:"vertex"`
+	// Azure addresses an Azure OpenAI resource (format openai, azure.go):
+	// a deployment and its api-version, or Azure's v1 API.
+	Azure *AzureConfig `yaml:"azure"`
 	// CredentialsFile is the service-account JSON key of auth
 	// google_service_account, read and checked when the routes load.
 	CredentialsFile string `yaml:"credentials_file"`

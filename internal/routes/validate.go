@@ -192,6 +192,9 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 	if err := v.baseURL(p.BaseURL, path+".base_url"); err != nil {
 		return err
 	}
+	if err := v.azureBlock(p, path); err != nil {
+		return err
+	}
 	if err := v.auth(p, path); err != nil {
 		return err
 	}
@@ -279,6 +282,11 @@ func (v *validator) auth(p *ProviderConfig, path string) error {
 			return v.fail(path+".auth", " is empty (known: bearer, x-api-key, none, google_service_account, or {header: NAME})")
 		}
 		a.Style = AuthBearer
+		if p.Azure != nil {
+			// Azure's keys travel in api-key (Entra ID tokens would be
+			// bearer: auth bearer says so).
+			a.Style, a.Header = AuthHeader, AzureKeyHeader
+		}
 		switch p.Format {
 		case upstream.FormatAnthropic:
 			a.Style = AuthXAPIKey
