@@ -16,6 +16,7 @@ import (
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/budget"
 	"github.com/llmgw/gateway/internal/keys"
+	"github.com/llmgw/gateway/internal/quota"
 )
 
 // KeyStore is the API keys' store as the admin routes use it
@@ -213,6 +214,47 @@ type keyDetail struct {
 	// flight, queued); null when it has no max_concurrency or no attempt
 	// ran since the gate was last idle and discarded.
 	Concurrency *keyConcurrency `json:"concurrency"`
+	// Rates is the key's current minute of requests and tokens (as its
+	// x-ratelimit-* headers would say, without counting a request); null
+	// when it has neither rate.
+	Rates *keyRates `json:"rates"`
+}
+
+// keyRates is a key's standing in its rate windows.
+type keyRates struct {
+	RequestsPerMinute *rateUse `json:"requests_per_minute,omitempty"`
+	TokensPerMinute   *rateUse `json:"tokens_per_minute,omitempty"`
+}
+
+// rateUse is one window: its limit, what is used of it, and when it ends.
+type rateUse struct {
+	Limit     int   `json:"limit"`
+	Used      int   `json:"used"`
+	ResetInMS int64 `json:"reset_in_ms"`
+}
+
+// RatePeeker reads a client's rate windows without counting (quota.Rates).
+type RatePeeker interface {
+	Peek(ctx context.Context, client string, l quota.Limits) quota.RateState
+}
+
+// rateUseOf is k's rate windows, or nil without rate limits (or a counter
+// that cannot be read).
+func (s *Server) rateUseOf(ctx context.Context, k *keys.Key) *keyRates {
+	l := quota.Limits{RequestsPerMinute: k.RequestsPerMinute, TokensPerMinute: k.TokensPerMinute}
+	rp, ok := s.opts.Rates.(RatePeeker)
+	if !l.Any() || !ok {
+		return nil
+	}
+	st := rp.Peek(ctx, k.Name, l)
+	out := &keyRates{}
+	if l.RequestsPerMinute > 0 {
+		out.RequestsPerMinute = &rateUse{Limit: st.Requests, Used: st.Requests - st.RemainingRequests, ResetInMS: st.ResetRequests.Milliseconds()}
+	}
+	if l.TokensPerMinute > 0 {
+		out.TokensPerMinute = &rateUse{Limit: st.Tokens, Used: st.Tokens - st.RemainingTokens, ResetInMS: st.ResetTokens.Milliseconds()}
+	}
+	return out
 }
 
 type keyConcurrency struct {
@@ -246,6 +288,9 @@ func (s *Server) keysGet(w http.ResponseWriter, r *http.Request) {
 				d.Concurrency = &keyConcurrency{Limit: g.Limit, Active: g.Active, Pending: g.Pending}
 			}
 		}
+	}
+	if k.RevokedAt == nil {
+		d.Rates = s.rateUseOf(r.Context(), &k)
 	}
 	s.writeAdmin(w, d)
 }

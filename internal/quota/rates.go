@@ -107,6 +107,41 @@ func (r *Rates) Admit(ctx context.Context, client string, l Limits) RateState {
 	return st
 }
 
+// peekScript reads a client's two windows without counting: {requests,
+// tokens, request window ms left, token window ms left}.
+var peekScript = redis.NewScript(`
+return {tonumber(redis.call('GET', KEYS[1]) or '0'), tonumber(redis.call('GET', KEYS[2]) or '0'),
+  redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}
+`)
+
+// Peek is client's standing under l without counting anything: what
+// GET /admin/keys/{id} shows. Allowed says whether a request would be
+// admitted now. With Redis away it reads this replica's windows, its
+// share of the limits.
+func (r *Rates) Peek(ctx context.Context, client string, l Limits) RateState {
+	if r.store == nil {
+		return r.local.Peek(client, l, 1)
+	}
+	if r.store.Degraded() {
+		return r.local.Peek(client, l, r.store.Replicas())
+	}
+	octx, cancel := r.store.opContext(ctx)
+	vals, err := peekScript.Run(octx, r.store.rdb, []string{r.store.rpmKey(client), r.store.tpmKey(client)}).Int64Slice()
+	cancel()
+	if err != nil || len(vals) != 4 {
+		return r.local.Peek(client, l, r.store.Replicas())
+	}
+	reqs, toks := int(vals[0]), int(vals[1])
+	st := RateState{Allowed: !full(l, reqs, toks)}
+	fill(&st, l, reqs, toks, msLeft(vals[2]), msLeft(vals[3]))
+	return st
+}
+
+// full reports whether either window is at its limit.
+func full(l Limits, reqs, toks int) bool {
+	return (l.RequestsPerMinute > 0 && reqs >= l.RequestsPerMinute) || (l.TokensPerMinute > 0 && toks >= l.TokensPerMinute)
+}
+
 // MaxTokenCount is the most tokens one AddTokens counts. The gateway
 // refuses usage above its own ceiling before it gets here (upstream.
 // MaxUsageTokens, the same figure); this bound keeps any caller from
@@ -224,19 +259,12 @@ func NewLocalRates() *LocalRates {
 // Admit counts one request of client against limits divided by share (the
 // replicas sharing them; 1 when alone), each at least 1.
 func (lr *LocalRates) Admit(client string, l Limits, share int) RateState {
-	share = max(share, 1)
-	if l.RequestsPerMinute > 0 {
-		l.RequestsPerMinute = max(l.RequestsPerMinute/share, 1)
-	}
-	if l.TokensPerMinute > 0 {
-		l.TokensPerMinute = max(l.TokensPerMinute/share, 1)
-	}
+	l = l.share(share)
 	lr.mu.Lock()
 	defer lr.mu.Unlock()
 	now := lr.now()
 	w := lr.window(client, now)
-	st := RateState{Allowed: !((l.RequestsPerMinute > 0 && w.reqs >= l.RequestsPerMinute) ||
-		(l.TokensPerMinute > 0 && w.toks >= l.TokensPerMinute))}
+	st := RateState{Allowed: !full(l, w.reqs, w.toks)}
 	if st.Allowed && l.RequestsPerMinute > 0 {
 		if w.reqs == 0 {
 			w.reqStart = now
@@ -245,6 +273,30 @@ func (lr *LocalRates) Admit(client string, l Limits, share int) RateState {
 	}
 	fill(&st, l, w.reqs, w.toks, left(w.reqStart, w.reqs, now), left(w.tokStart, w.toks, now))
 	return st
+}
+
+// Peek is Admit without counting.
+func (lr *LocalRates) Peek(client string, l Limits, share int) RateState {
+	l = l.share(share)
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	now := lr.now()
+	w := lr.window(client, now)
+	st := RateState{Allowed: !full(l, w.reqs, w.toks)}
+	fill(&st, l, w.reqs, w.toks, left(w.reqStart, w.reqs, now), left(w.tokStart, w.toks, now))
+	return st
+}
+
+// share is l divided among share replicas, each limit at least 1.
+func (l Limits) share(share int) Limits {
+	share = max(share, 1)
+	if l.RequestsPerMinute > 0 {
+		l.RequestsPerMinute = max(l.RequestsPerMinute/share, 1)
+	}
+	if l.TokensPerMinute > 0 {
+		l.TokensPerMinute = max(l.TokensPerMinute/share, 1)
+	}
+	return l
 }
 
 // AddTokens counts n tokens of client.

@@ -126,3 +126,39 @@ func TestRatesDegraded(t *testing.T) {
 		t.Fatal("third request allowed over the local share")
 	}
 }
+
+// TestRatesPeek: Peek reads a client's windows as the other replica
+// counted them, locally and in Redis, and counts nothing itself.
+func TestRatesPeek(t *testing.T) {
+	url, ns := redisURL(t), namespace(t)
+	a := newStore(t, url, ns, "a", 5*time.Second)
+	b := newStore(t, url, ns, "b", 5*time.Second)
+	a.Start(Hooks{})
+	b.Start(Hooks{})
+	defer b.Close()
+	defer a.Close()
+	ctx := context.Background()
+	lim := Limits{RequestsPerMinute: 3, TokensPerMinute: 100}
+	for name, pair := range map[string][2]*Rates{"redis": {NewRates(a), NewRates(b)}, "local": {NewRates(nil), nil}} {
+		counter, reader := pair[0], pair[1]
+		if reader == nil {
+			reader = counter
+		}
+		for range 2 {
+			counter.Admit(ctx, "p", lim)
+		}
+		if err := counter.AddTokens(ctx, "p", lim, 40); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			st := reader.Peek(ctx, "p", lim)
+			if !st.Allowed || st.RemainingRequests != 1 || st.RemainingTokens != 60 || st.ResetRequests <= 0 || st.ResetTokens <= 0 {
+				t.Fatalf("%s: peek %+v, want 1 request and 60 tokens left", name, st)
+			}
+		}
+		counter.Admit(ctx, "p", lim)
+		if st := reader.Peek(ctx, "p", lim); st.Allowed || st.RemainingRequests != 0 {
+			t.Fatalf("%s: peek after the third request %+v, want the window full", name, st)
+		}
+	}
+}

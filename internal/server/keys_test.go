@@ -320,9 +320,26 @@ func TestAPIKeysBesideRoutesClients(t *testing.T) {
 		Concurrency *struct {
 			Limit int `json:"limit"`
 		} `json:"concurrency"`
+		Rates *struct {
+			Requests *struct {
+				Limit     int   `json:"limit"`
+				Used      int   `json:"used"`
+				ResetInMS int64 `json:"reset_in_ms"`
+			} `json:"requests_per_minute"`
+			Tokens *struct{} `json:"tokens_per_minute"`
+		} `json:"rates"`
 	}
 	if code != http.StatusOK || json.Unmarshal(body, &d) != nil || d.Concurrency == nil || d.Concurrency.Limit != 3 {
 		t.Fatalf("GET the key: %d %s", code, body)
+	}
+	// The minute's one request is used (the refused one is not counted),
+	// and reading it counted nothing.
+	for range 2 {
+		code, body = g.adminDo(t, http.MethodGet, "/admin/keys/"+k.ID, "admin-SENTINEL-token", "")
+		if err := json.Unmarshal(body, &d); err != nil || d.Rates == nil || d.Rates.Requests == nil || d.Rates.Tokens != nil ||
+			d.Rates.Requests.Limit != 1 || d.Rates.Requests.Used != 1 || d.Rates.Requests.ResetInMS <= 0 || d.Rates.Requests.ResetInMS > 60000 {
+			t.Fatalf("the key's rate use: %d %s", code, body)
+		}
 	}
 }
 
