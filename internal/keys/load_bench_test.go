@@ -34,10 +34,8 @@ func BenchmarkFullReload100k(b *testing.B) {
 	c := NewCache(func(k *Key) any { return k.Name })
 	b.ResetTimer()
 	for b.Loop() {
-		list, err := loadAll(ctx, conn)
-		if err != nil || len(list) != n {
-			b.Fatalf("%d keys, %v", len(list), err)
+		if err := c.load(ctx, conn); err != nil || c.Current().Len() != n {
+			b.Fatalf("%d keys, %v", c.Current().Len(), err)
 		}
-		c.replace(list)
 	}
 }

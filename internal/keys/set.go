@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"context"
 	"crypto/sha256"
 	"strings"
 	"sync/atomic"
@@ -107,13 +108,27 @@ func (s *Set) Get(id string) *Key {
 // NewSet builds a set from list with compile (nil: no views). The set
 // keeps none of list: a caller may drop it.
 func NewSet(list []Key, compile Compile) *Set {
-	s := newSet(len(list))
-	in := interner{}
+	b := newSetBuilder(len(list), compile)
 	for i := range list {
-		s.add(&list[i], compile, in)
+		b.add(&list[i])
 	}
-	return s
+	return b.s
 }
+
+// setBuilder builds a set one key at a time, sharing the strings keys
+// have alike.
+type setBuilder struct {
+	s       *Set
+	in      interner
+	compile Compile
+}
+
+func newSetBuilder(n int, compile Compile) *setBuilder {
+	return &setBuilder{s: newSet(n), in: interner{}, compile: compile}
+}
+
+// add puts k (slim) in the set; the builder keeps none of k itself.
+func (b *setBuilder) add(k *Key) { b.s.add(k, b.compile, b.in) }
 
 func newSet(n int) *Set {
 	return &Set{byDigest: make(map[[sha256.Size]byte]slot, n+n/8), keys: make([]Key, 0, n), views: make([]any, 0, n)}
@@ -237,6 +252,16 @@ func (c *Cache) replace(list []Key) *Set {
 	s := NewSet(list, c.compile)
 	c.store(s)
 	return s
+}
+
+// load stores a whole new set read from q.
+func (c *Cache) load(ctx context.Context, q querier) error {
+	s, err := loadSet(ctx, q, c.cur.Load().Len(), c.compile)
+	if err != nil {
+		return err
+	}
+	c.store(s)
+	return nil
 }
 
 // put stores the current set with key id replaced by k (nil: removed).

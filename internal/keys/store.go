@@ -130,26 +130,40 @@ func scanKey(row pgx.Row) (Key, error) {
 }
 
 func queryKeys(ctx context.Context, q querier, where string, args ...any) ([]Key, error) {
+	var out []Key
+	err := eachKey(ctx, q, func(k *Key) { out = append(out, *k) }, where, args...)
+	return out, err
+}
+
+// eachKey calls fn with each key the query selects, as it is scanned: fn
+// must not keep k, which is reused.
+func eachKey(ctx context.Context, q querier, fn func(k *Key), where string, args ...any) error {
 	rows, err := q.Query(ctx, "SELECT "+keyColumns+" FROM api_keys "+where, args...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rows.Close()
-	var out []Key
 	for rows.Next() {
 		k, err := scanKey(rows)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, k)
+		fn(&k)
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
-// loadAll reads every key, revoked ones included: a revoked key's digest
-// is how the request path says "revoked" rather than "invalid".
-func loadAll(ctx context.Context, q querier) ([]Key, error) {
-	return queryKeys(ctx, q, "")
+// loadSet reads every key, revoked ones included (a revoked key's digest
+// is how the request path says "revoked" rather than "invalid"), into a
+// set as the rows arrive: the whole records are never all held at once,
+// which at 100,000 keys would double what a load needs at its peak. n is
+// the expected count (the set's first size).
+func loadSet(ctx context.Context, q querier, n int, compile Compile) (*Set, error) {
+	b := newSetBuilder(n, compile)
+	if err := eachKey(ctx, q, b.add, ""); err != nil {
+		return nil, err
+	}
+	return b.s, nil
 }
 
 // loadOne reads one key; ErrNotFound when it does not exist.

@@ -245,11 +245,9 @@ func (s *Syncer) ping(ctx context.Context, conn *pgx.Conn) error {
 func (s *Syncer) loadAll(ctx context.Context, conn *pgx.Conn) error {
 	lctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
-	list, err := loadAll(lctx, conn)
-	if err != nil {
+	if err := s.cache.load(lctx, conn); err != nil {
 		return fmt.Errorf("load keys: %w", err)
 	}
-	s.cache.replace(list)
 	s.dirty = true
 	return nil
 }
