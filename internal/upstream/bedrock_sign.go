@@ -32,6 +32,8 @@ type AWSSigner struct {
 	mu    sync.Mutex
 	creds aws.CredentialsProvider // nil until load succeeded
 	now   func() time.Time
+	// Static: the routes file's keys, rather than the standard chain.
+	Static bool
 }
 
 // NewAWSSigner returns the signer of a provider in region. With an
@@ -43,6 +45,7 @@ type AWSSigner struct {
 func NewAWSSigner(region, accessKeyID, secretAccessKey, sessionToken string) *AWSSigner {
 	s := &AWSSigner{Region: region, signer: v4.NewSigner(), now: time.Now}
 	if accessKeyID != "" {
+		s.Static = true
 		p := credentials.NewStaticCredentialsProvider(accessKeyID, secretAccessKey, sessionToken)
 		s.load = func(context.Context) (aws.CredentialsProvider, error) { return p, nil }
 	} else {
