@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,10 +28,12 @@ type AWSSigner struct {
 	signer *v4.Signer
 	// load resolves the credentials provider: the routes file's static
 	// keys at once, else the standard chain on first use.
-	load  func(ctx context.Context) (aws.CredentialsProvider, error)
-	mu    sync.Mutex
-	creds aws.CredentialsProvider // nil until load succeeded
-	now   func() time.Time
+	load func(ctx context.Context) (aws.CredentialsProvider, error)
+	// loading is held (a one-slot semaphore) by the attempt that loads
+	// the chain; the others wait for it, or for their own context.
+	loading chan struct{}
+	creds   atomic.Pointer[aws.CredentialsProvider] // nil until load succeeded
+	now     func() time.Time
 	// Static: the routes file's keys, rather than the standard chain.
 	Static bool
 }
@@ -43,7 +45,7 @@ type AWSSigner struct {
 // the first attempt, so a gateway whose chain is not reachable at start
 // still starts and serves its other providers.
 func NewAWSSigner(region, accessKeyID, secretAccessKey, sessionToken string) *AWSSigner {
-	s := &AWSSigner{Region: region, signer: v4.NewSigner(), now: time.Now}
+	s := &AWSSigner{Region: region, signer: v4.NewSigner(), now: time.Now, loading: make(chan struct{}, 1)}
 	if accessKeyID != "" {
 		s.Static = true
 		p := credentials.NewStaticCredentialsProvider(accessKeyID, secretAccessKey, sessionToken)
@@ -66,16 +68,23 @@ func NewAWSSigner(region, accessKeyID, secretAccessKey, sessionToken string) *AW
 // provider returns the credentials provider, loading it on first use. A
 // failed load is tried again by the next attempt.
 func (s *AWSSigner) provider(ctx context.Context) (aws.CredentialsProvider, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.creds != nil {
-		return s.creds, nil
+	if p := s.creds.Load(); p != nil {
+		return *p, nil
+	}
+	select {
+	case s.loading <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.loading }()
+	if p := s.creds.Load(); p != nil {
+		return *p, nil // loaded while this attempt waited
 	}
 	p, err := s.load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s.creds = p
+	s.creds.Store(&p)
 	return p, nil
 }
 

@@ -236,3 +236,42 @@ func TestBedrockSend(t *testing.T) {
 		t.Fatalf("no credentials: got %v, %d requests sent", err, hits)
 	}
 }
+
+// TestAWSSignerChain: without static keys the standard chain is used (the
+// environment's keys here, with the shared files pointed away); a chain
+// that finds nothing is an error for the attempt (a TokenError in Send).
+func TestAWSSignerChain(t *testing.T) {
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_WEB_IDENTITY_TOKEN_FILE", "")
+	t.Setenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "")
+	t.Setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	s := NewAWSSigner("us-east-2", "", "", "")
+	if s.Static {
+		t.Fatal("no keys, yet static")
+	}
+	req := func() *http.Request {
+		r, _ := http.NewRequest(http.MethodPost, "https://bedrock-runtime.us-east-2.amazonaws.com/model/m/converse", nil)
+		return r
+	}
+	if err := s.Sign(context.Background(), req(), nil); err == nil {
+		t.Fatal("an empty chain signed")
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIACHAINEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "chain-secret")
+	// The chain reads the environment when it loads (a routes load builds
+	// a new signer): a new one sees the keys.
+	s = NewAWSSigner("us-east-2", "", "", "")
+	r := req()
+	if err := s.Sign(context.Background(), r, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if a := r.Header.Get("Authorization"); !strings.HasPrefix(a, "AWS4-HMAC-SHA256 Credential=AKIACHAINEXAMPLE/") || !strings.Contains(a, "/us-east-2/bedrock/") {
+		t.Fatalf("Authorization %q", a)
+	}
+}
