@@ -161,9 +161,10 @@ func TestBedrockProvider(t *testing.T) {
 }
 
 // TestBedrockFailover: a bedrock candidate answering 5xx (an AWS
-// exception type in x-amzn-ErrorType), a 424 model error, or an
-// exception frame before the commit point fails over to the openai
-// candidate, which answers; the rows say so.
+// exception type in x-amzn-ErrorType), a 424 model error, a 408, an
+// exception frame or a frame whose CRC is wrong before the commit point,
+// or a stream that stalls before its first frame fails over to the
+// openai candidate, which answers; the rows say so.
 func TestBedrockFailover(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -176,11 +177,13 @@ func TestBedrockFailover(t *testing.T) {
 		{"424", mockupstream.Behavior{Status: http.StatusFailedDependency}, "", "failed/424/upstream_http_error(br)"},
 		{"408", mockupstream.Behavior{Status: http.StatusRequestTimeout}, "", "failed/408/upstream_http_error(br)"},
 		{"exception frame", mockupstream.Behavior{ErrorAfterChunks: 1}, "    stream_commit: { events: 3 }", "failed/502/upstream_stream_error(br)"},
+		{"bad CRC", mockupstream.Behavior{MalformedAfterChunks: 1}, "    stream_commit: { events: 3 }", "failed/502/stream_interrupted(br)"},
+		{"stall", mockupstream.Behavior{StallAfterHeaders: true}, "    timeouts: { first_byte: 300ms }", "failed/504/stream_first_byte_timeout(br)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := start(t, bedrockSetup(setup{primary: tc.b, primaryExtra: tc.extra}))
 			for _, stream := range []bool{false, true} {
-				if tc.name == "exception frame" && !stream {
+				if tc.extra != "" && !stream {
 					continue
 				}
 				resp, b, err := g.postStream(t, "/v1/chat/completions", brChat("claude-br", stream, ""))
