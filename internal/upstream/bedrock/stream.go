@@ -3,6 +3,9 @@ package bedrock
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+
+	"github.com/llmgw/gateway/internal/jsontext"
 )
 
 // ExceptionEvent is the name the upstream package gives an exception frame
@@ -29,6 +32,7 @@ type StreamTranslator struct {
 	includeUsage bool
 
 	id       string
+	head     []byte        // a text chunk's bytes up to its delta (writeText)
 	calls    map[int64]int // contentBlockIndex → tool call index
 	usage    Usage
 	hasUsage bool
@@ -154,7 +158,7 @@ func (t *StreamTranslator) Event(dst, name, data []byte) ([]byte, error) {
 				return dst, nil
 			}
 			dst = t.roleChunk(dst)
-			return t.write(dst, chunkDelta{Content: d.Text}, nil), nil
+			return t.writeText(dst, *d.Text), nil
 		case d.ToolUse != nil:
 			n, ok := t.calls[ev.ContentBlockIndex]
 			if !ok {
@@ -208,6 +212,27 @@ func (t *StreamTranslator) write(dst []byte, d chunkDelta, finish *string) []byt
 		return frame(dst, chunkWithNullUsage{chunk: c})
 	}
 	return frame(dst, c)
+}
+
+// writeText writes a text chunk, one per delta of a long answer, by
+// appending, without encoding/json's reflection: the bytes write's
+// encoding would give (TestWriteTextIsWrite).
+func (t *StreamTranslator) writeText(dst []byte, text string) []byte {
+	if t.head == nil {
+		h := append([]byte(`data: {"id":`), jsontext.AppendString(nil, t.id)...)
+		h = append(h, `,"object":"chat.completion.chunk","created":`...)
+		h = strconv.AppendInt(h, t.created, 10)
+		h = append(h, `,"model":`...)
+		h = jsontext.AppendString(h, t.model)
+		t.head = append(h, `,"choices":[{"index":0,"delta":{"content":`...)
+	}
+	dst = append(dst, t.head...)
+	dst = jsontext.AppendString(dst, text)
+	dst = append(dst, `},"logprobs":null,"finish_reason":null}]`...)
+	if t.includeUsage {
+		dst = append(dst, `,"usage":null`...)
+	}
+	return append(dst, "}\n\n"...)
 }
 
 func frame(dst []byte, v any) []byte {

@@ -170,3 +170,18 @@ func TestStreamCutAndException(t *testing.T) {
 		t.Errorf("no metadata: %v %+v", err, r)
 	}
 }
+
+// TestWriteTextIsWrite: the text fast path writes exactly the bytes the
+// encoding/json path writes, for texts that need escaping too.
+func TestWriteTextIsWrite(t *testing.T) {
+	for _, usage := range []bool{false, true} {
+		tr := NewStreamTranslator(`m"<&>`, 1700000000, usage)
+		for _, s := range []string{"plain", "é \u2028 \n\t\"quote\" <b>&amp;</b> \x01", ""} {
+			fast := tr.writeText(nil, s)
+			slow := tr.write(nil, chunkDelta{Content: &s}, nil)
+			if !bytes.Equal(fast, slow) {
+				t.Errorf("usage %v %q:\nfast %s\nslow %s", usage, s, fast, slow)
+			}
+		}
+	}
+}
