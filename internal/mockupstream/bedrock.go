@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -38,13 +39,19 @@ import (
 // escaped (an ARN's are).
 var bedrockPath = regexp.MustCompile(`^/model/([^/]+)/(converse|converse-stream)$`)
 
-// bedrockMethod splits a Converse operation path.
+// bedrockMethod splits a Converse operation path, escaped as it was sent
+// (r.URL.EscapedPath(): an ARN's '/' is %2F there) or decoded; the model is
+// returned unescaped.
 func bedrockMethod(path string) (model string, stream, ok bool) {
 	m := bedrockPath.FindStringSubmatch(path)
 	if m == nil {
 		return "", false, false
 	}
-	return m[1], m[2] == "converse-stream", true
+	model, err := url.PathUnescape(m[1])
+	if err != nil {
+		return "", false, false
+	}
+	return model, m[2] == "converse-stream", true
 }
 
 // bedrockCreds are the credentials EnableBedrock set.

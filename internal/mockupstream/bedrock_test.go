@@ -97,6 +97,15 @@ func TestBedrockSignedConverse(t *testing.T) {
 		t.Errorf("unsigned: %d %s", resp.StatusCode, resp.Header.Get("X-Amzn-Errortype"))
 	}
 
+	// An ARN's '/' travels escaped: the mock finds the operation, and the
+	// signature (computed over the escaped path) still agrees.
+	arn := ts.URL + "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fus.amazon.nova-lite-v1%3A0/converse"
+	resp = signedConverse(t, arn, good, body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("ARN: %d %s", resp.StatusCode, resp.Header.Get("X-Amzn-Errortype"))
+	}
+
 	s.SetBehavior(Behavior{Status: http.StatusTooManyRequests})
 	resp = signedConverse(t, path, good, body)
 	b, _ = io.ReadAll(resp.Body)

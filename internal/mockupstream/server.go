@@ -394,7 +394,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.serveGemini(w, r, model, method, true)
 			return
 		}
-		if model, stream, ok := bedrockMethod(r.URL.Path); ok {
+		if model, stream, ok := bedrockMethod(r.URL.EscapedPath()); ok {
 			if r.Method != http.MethodPost {
 				w.Header().Set("Allow", http.MethodPost)
 				bedrockWire{}.reject(w, http.StatusMethodNotAllowed, "method not allowed", "", "")

@@ -43,6 +43,16 @@ func TestChatToConverse(t *testing.T) {
 	}
 }
 
+// TestPathEscapesARNs: an ARN's ':' and '/' are escaped in the path, as
+// the AWS SDK escapes a modelId label.
+func TestPathEscapesARNs(t *testing.T) {
+	arn := "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-3-5-haiku-20241022-v1:0"
+	want := "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.anthropic.claude-3-5-haiku-20241022-v1%3A0/converse-stream"
+	if got := Path(arn, true); got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}
+
 // TestChatToConverseChoices: tool_choice and the defaults map as the
 // package documents, and a replayed call without tools still declares
 // its tool (Converse refuses toolUse blocks without a toolConfig).
