@@ -25,6 +25,7 @@ targets=(
   "./internal/upstream FuzzParseRetryAfter"
   "./internal/upstream FuzzErrorAnswer"
   "./internal/upstream FuzzEventKinds"
+  "./internal/upstream FuzzBedrockFrames"
   "./internal/upstream/anthropic FuzzStreamTranslator"
   "./internal/upstream/anthropic FuzzChatToMessages"
   "./internal/upstream/anthropic FuzzAppendString"

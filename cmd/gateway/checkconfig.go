@@ -96,7 +96,7 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 					mt = anthropic.DefaultMaxTokens
 				}
 				fmt.Fprintf(out, " default_max_tokens=%d", mt)
-			} else if upstream.GeminiBodies(ep.Format) && ep.DefaultMaxTokens > 0 {
+			} else if (upstream.GeminiBodies(ep.Format) || ep.Format == upstream.FormatBedrock) && ep.DefaultMaxTokens > 0 {
 				// Gemini needs none: shown only when set (maxOutputTokens).
 				fmt.Fprintf(out, " default_max_tokens=%d", ep.DefaultMaxTokens)
 			}
@@ -104,6 +104,14 @@ func checkConfig(cfg config.Config, out io.Writer) error {
 				// Which account, and where its tokens come from: a key
 				// for the wrong project is the usual mistake. Never the key.
 				fmt.Fprintf(out, " service_account=%s token_uri=%s", sa.ClientEmail, sa.TokenURI)
+			}
+			if s := ep.Auth.AWS; s != nil {
+				// Where the signing credentials come from, never which.
+				src := "chain"
+				if s.Static {
+					src = "static"
+				}
+				fmt.Fprintf(out, " region=%s credentials=%s", s.Region, src)
 			}
 			fmt.Fprintln(out)
 		}

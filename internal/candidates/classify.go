@@ -291,7 +291,8 @@ func statusFailure(se *upstream.StatusError) Failure {
 		f.Health, f.Auth = !se.ClientChosen, true
 	case se.Code == http.StatusRequestTimeout || se.Code == http.StatusGatewayTimeout:
 		f.Health, f.Timeout = true, true
-	case se.Code >= 500:
+	case se.Code >= 500 || se.ModelFault:
+		// ModelFault: the model failed in a status under 500 (Bedrock's 424).
 		f.Health = true
 		if se.Code == http.StatusServiceUnavailable {
 			f.RetryAfter = se.RetryAfter

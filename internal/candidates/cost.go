@@ -56,6 +56,8 @@ func vendorOf(format string) string {
 		return "anthropic"
 	case upstream.FormatGemini, upstream.FormatVertex:
 		return "gemini" // Vertex bills Gemini's models at the Gemini API's prices
+	case upstream.FormatBedrock:
+		return "bedrock" // Bedrock's own ids and prices ("anthropic.claude-…-v1:0")
 	default:
 		return "openai"
 	}

@@ -244,6 +244,12 @@ func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider,
 		}
 		ep.Auth.Tokens = ts
 	}
+	if ep.Auth.Style == upstream.AuthAWS {
+		// Once per routes load, like a token source: the provider's
+		// attempts share the chain's cached credentials.
+		a := pc.AWS
+		ep.Auth.AWS = upstream.NewAWSSigner(pc.Bedrock.Region, a.AccessKeyID.Reveal(), a.SecretAccessKey.Reveal(), a.SessionToken.Reveal())
+	}
 	ep.Forward.Allow(pc.ForwardHeaders)
 	ep.StreamUsage = pc.StreamUsage == nil || *pc.StreamUsage
 	ep.Prefill = pc.Prefill || pc.Format == upstream.FormatAnthropic
@@ -282,6 +288,10 @@ func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider,
 		// One target, the service account: its id (a digest of the
 		// "key") follows the account, never the private key itself.
 		keys = []secret.String{secret.New("sa:" + pc.Credentials.ClientEmail)}
+	case upstream.AuthAWS:
+		// One target, the AWS identity: its id is a digest of the access
+		// key id (or of the chain), never of the secret key.
+		keys = []secret.String{secret.New("aws:" + pc.AWS.AccessKeyID.Reveal())}
 	}
 	for i, k := range keys {
 		fp := sha256.Sum256([]byte(k.Reveal()))
@@ -291,6 +301,8 @@ func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider,
 			keyID = "nokey"
 		case upstream.AuthGoogle:
 			keyID = "sa-" + hex.EncodeToString(fp[:4])
+		case upstream.AuthAWS:
+			keyID = "aws-" + hex.EncodeToString(fp[:4])
 		}
 		id := sha256.Sum256([]byte(prov.Name + "\x00" + origin + "\x00" + hex.EncodeToString(fp[:])))
 		t := &Target{ID: hex.EncodeToString(id[:8]), Provider: prov, KeyID: keyID, Key: k}
@@ -308,6 +320,8 @@ func authOf(a routes.AuthConfig) upstream.Auth {
 		return upstream.Auth{Style: upstream.AuthNone}
 	case routes.AuthGoogleServiceAccount:
 		return upstream.Auth{Style: upstream.AuthGoogle} // Tokens set by resolveProvider
+	case routes.AuthAWSSigV4:
+		return upstream.Auth{Style: upstream.AuthAWS} // AWS set by resolveProvider
 	case routes.AuthHeader:
 		return upstream.Auth{Style: upstream.AuthHeader, Header: a.Header}
 	}

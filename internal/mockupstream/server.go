@@ -69,7 +69,8 @@ type Server struct {
 	last      [numEndpoints]lastRequest
 	lastAny   endpoint // the endpoint of the latest recorded request
 
-	vertex atomic.Pointer[vertexAuth] // set by EnableVertex (vertex.go)
+	vertex  atomic.Pointer[vertexAuth]   // set by EnableVertex (vertex.go)
+	bedrock atomic.Pointer[bedrockCreds] // set by EnableBedrock (bedrock.go)
 }
 
 type counters struct {
@@ -275,7 +276,8 @@ const (
 	epMessages
 	epEmbeddings
 	epResponses
-	epGemini // every Gemini method, /v1beta/models/{model}:{method}
+	epGemini  // every Gemini method, /v1beta/models/{model}:{method}
+	epBedrock // Converse and ConverseStream, /model/{modelId}/converse(-stream)
 	numEndpoints
 )
 
@@ -308,6 +310,9 @@ func endpointOf(path string) (endpoint, bool) {
 	}
 	if _, _, ok := vertexMethod(path); ok {
 		return epGemini, true // Vertex's Gemini bodies, counted with Gemini's
+	}
+	if _, _, ok := bedrockMethod(path); ok {
+		return epBedrock, true
 	}
 	return 0, false
 }
@@ -394,6 +399,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			s.serveGemini(w, r, model, method, true)
+			return
+		}
+		if model, stream, ok := bedrockMethod(r.URL.EscapedPath()); ok {
+			if r.Method != http.MethodPost {
+				w.Header().Set("Allow", http.MethodPost)
+				bedrockWire{}.reject(w, http.StatusMethodNotAllowed, "method not allowed", "", "")
+				return
+			}
+			s.serveBedrock(w, r, model, stream)
 			return
 		}
 		writeError(w, http.StatusNotFound, "unknown path "+r.URL.Path, "invalid_request_error", "", "unknown_url")

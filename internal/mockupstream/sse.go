@@ -22,12 +22,18 @@ type sseStream struct {
 // openStream runs the timeline up to the first data event. It reports false when the
 // stream ends before it: the client left, or StallAfterHeaders held it until it did.
 func openStream(w http.ResponseWriter, r *http.Request, b *Behavior, bufs *buffers) (sseStream, bool) {
+	return openStreamAs(w, r, b, bufs, "text/event-stream")
+}
+
+// openStreamAs is openStream for a stream of contentType (Bedrock's eventstream
+// frames); Comments are SSE's and are not sent on any other.
+func openStreamAs(w http.ResponseWriter, r *http.Request, b *Behavior, bufs *buffers, contentType string) (sseStream, bool) {
 	st := sseStream{ctx: r.Context(), w: w, rc: *http.NewResponseController(w)}
 	if !sleep(st.ctx, b.Latency) {
 		return st, false
 	}
 	h := w.Header()
-	h["Content-Type"] = []string{"text/event-stream"}
+	h["Content-Type"] = []string{contentType}
 	h["Cache-Control"] = []string{"no-cache"}
 	w.WriteHeader(http.StatusOK)
 	if st.rc.Flush() != nil {
@@ -37,7 +43,7 @@ func openStream(w http.ResponseWriter, r *http.Request, b *Behavior, bufs *buffe
 		<-st.ctx.Done()
 		return st, false
 	}
-	for range b.Comments {
+	for n := 0; n < b.Comments && contentType == "text/event-stream"; n++ {
 		bufs.out = append(bufs.out[:0], commentEvent...)
 		if !st.send(bufs.out) || !sleep(st.ctx, b.CommentInterval) {
 			return st, false

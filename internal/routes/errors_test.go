@@ -240,16 +240,16 @@ func TestParseRoutesErrorMessages(t *testing.T) {
 		},
 		{
 			name: "unknown format", from: "format: openai", to: "format: cohere",
-			path: "providers[1].format", want: `line 11: providers[1].format: "cohere" is unknown (known: openai, anthropic, gemini, vertex)`,
+			path: "providers[1].format", want: `line 11: providers[1].format: "cohere" is unknown (known: openai, anthropic, gemini, vertex, bedrock)`,
 		},
 		// Wire formats and auth styles.
 		{
 			name: "unknown auth", from: "format: openai", to: "format: openai\n    auth: basic",
-			path: "providers[1].auth", want: `line 12: providers[1].auth: "basic" is unknown (known: bearer, x-api-key, none, google_service_account, or {header: NAME})`,
+			path: "providers[1].auth", want: `line 12: providers[1].auth: "basic" is unknown (known: bearer, x-api-key, none, google_service_account, aws_sigv4, or {header: NAME})`,
 		},
 		{
 			name: "misspelt auth", from: "format: openai", to: "format: openai\n    auth: x_api_key",
-			path: "providers[1].auth", want: `line 12: providers[1].auth: "x_api_key" is unknown (known: bearer, x-api-key, none, google_service_account, or {header: NAME}) (did you mean "x-api-key"?)`,
+			path: "providers[1].auth", want: `line 12: providers[1].auth: "x_api_key" is unknown (known: bearer, x-api-key, none, google_service_account, aws_sigv4, or {header: NAME}) (did you mean "x-api-key"?)`,
 		},
 		{
 			name: "auth header missing", from: "format: openai", to: "format: openai\n    auth: { header: \"\" }",
@@ -285,7 +285,7 @@ func TestParseRoutesErrorMessages(t *testing.T) {
 		},
 		{
 			name: "default_max_tokens on openai", from: "format: openai", to: "format: openai\n    default_max_tokens: 1024",
-			path: "providers[1].default_max_tokens", want: `line 12: providers[1].default_max_tokens applies only to formats anthropic, gemini and vertex (this provider is openai)`,
+			path: "providers[1].default_max_tokens", want: `line 12: providers[1].default_max_tokens applies only to formats anthropic, gemini, vertex and bedrock (this provider is openai)`,
 		},
 		{
 			name: "default_max_tokens zero", from: "format: openai", to: "format: anthropic\n    default_max_tokens: 0",

@@ -68,6 +68,16 @@ func (r *Routes) expand(lookup func(string) (string, bool)) map[string]expansion
 		p.CredentialsFile, from[path+".credentials_file"] = expandString(p.CredentialsFile, lookup)
 		p.Vertex.Project, from[path+".vertex.project"] = expandString(p.Vertex.Project, lookup)
 		p.Vertex.Location, from[path+".vertex.location"] = expandString(p.Vertex.Location, lookup)
+		// ${AWS_REGION}, ${AWS_ACCESS_KEY_ID} and the like.
+		p.Bedrock.Region, from[path+".bedrock.region"] = expandString(p.Bedrock.Region, lookup)
+		for _, f := range []struct {
+			name string
+			s    *secret.String
+		}{{"access_key_id", &p.AWS.AccessKeyID}, {"secret_access_key", &p.AWS.SecretAccessKey}, {"session_token", &p.AWS.SessionToken}} {
+			var v string
+			v, from[path+".aws."+f.name] = expandString(f.s.Reveal(), lookup)
+			*f.s = secret.New(v)
+		}
 	}
 	return from
 }

@@ -86,6 +86,12 @@ type ProviderConfig struct {
 	// reload with a missing or broken key fails and the routes in service
 	// keep serving. It holds a private key: never shown or logged.
 	Credentials *ServiceAccount `yaml:"-" json:"-"`
+	// Bedrock is where a format bedrock provider's models are: its AWS
+	// region (bedrock.go).
+	Bedrock BedrockConfig `yaml:"bedrock"`
+	// AWS holds a format bedrock provider's static credentials; without
+	// them the standard AWS chain is used (bedrock.go).
+	AWS AWSConfig `yaml:"aws"`
 }
 
 // Auth styles of the routes file.
@@ -97,6 +103,9 @@ const (
 	// AuthGoogleServiceAccount: OAuth2 access tokens minted from the
 	// service-account key in credentials_file (format vertex).
 	AuthGoogleServiceAccount = "google_service_account"
+	// AuthAWSSigV4: requests signed with SigV4 by the AWS credentials of
+	// aws, or of the standard AWS chain (format bedrock).
+	AuthAWSSigV4 = "aws_sigv4"
 )
 
 // AuthConfig is a provider's auth: a style name, or {header: NAME} for a

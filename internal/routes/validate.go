@@ -15,7 +15,8 @@ import (
 )
 
 // Known wire formats: the upstream package has an adapter for each.
-var knownFormats = map[string]bool{upstream.FormatOpenAI: true, upstream.FormatAnthropic: true, upstream.FormatGemini: true, upstream.FormatVertex: true}
+var knownFormats = map[string]bool{upstream.FormatOpenAI: true, upstream.FormatAnthropic: true, upstream.FormatGemini: true,
+	upstream.FormatVertex: true, upstream.FormatBedrock: true}
 
 var headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
@@ -184,9 +185,12 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		p.Format = "openai"
 	}
 	if !knownFormats[p.Format] {
-		return v.fail(path+".format", ": %s is unknown (known: openai, anthropic, gemini, vertex)", quoteShort(p.Format))
+		return v.fail(path+".format", ": %s is unknown (known: openai, anthropic, gemini, vertex, bedrock)", quoteShort(p.Format))
 	}
 	if err := v.vertexBlock(p, path); err != nil {
+		return err
+	}
+	if err := v.bedrockBlock(p, path); err != nil {
 		return err
 	}
 	if err := v.baseURL(p.BaseURL, path+".base_url"); err != nil {
@@ -202,8 +206,8 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 		return err
 	}
 	if _, written := v.lines[path+".default_max_tokens"]; written {
-		if p.Format != upstream.FormatAnthropic && !upstream.GeminiBodies(p.Format) {
-			return v.fail(path+".default_max_tokens", " applies only to formats anthropic, gemini and vertex (this provider is %s)", p.Format)
+		if p.Format != upstream.FormatAnthropic && !upstream.GeminiBodies(p.Format) && p.Format != upstream.FormatBedrock {
+			return v.fail(path+".default_max_tokens", " applies only to formats anthropic, gemini, vertex and bedrock (this provider is %s)", p.Format)
 		}
 		if p.DefaultMaxTokens < 1 {
 			return v.fail(path+".default_max_tokens", " must be a positive whole number, got %d", p.DefaultMaxTokens)
@@ -215,7 +219,7 @@ func (v *validator) provider(p *ProviderConfig, path string, seen map[string]int
 	if p.StreamUsage != nil && p.Format != upstream.FormatOpenAI {
 		return v.fail(path+".stream_usage", " applies only to format openai (this provider is %s)", p.Format)
 	}
-	if p.Auth.Style == AuthNone || p.Auth.Style == AuthGoogleServiceAccount {
+	if p.Auth.Style == AuthNone || p.Auth.Style == AuthGoogleServiceAccount || p.Auth.Style == AuthAWSSigV4 {
 		if len(p.APIKeys) > 0 {
 			return v.fail(path+".api_keys", ": auth %s sends no key; remove api_keys (the provider gets one target)", p.Auth.Style)
 		}
@@ -279,7 +283,7 @@ func (v *validator) auth(p *ProviderConfig, path string) error {
 	switch a.Style {
 	case "":
 		if _, written := v.lines[path+".auth"]; written {
-			return v.fail(path+".auth", " is empty (known: bearer, x-api-key, none, google_service_account, or {header: NAME})")
+			return v.fail(path+".auth", " is empty (known: bearer, x-api-key, none, google_service_account, aws_sigv4, or {header: NAME})")
 		}
 		a.Style = AuthBearer
 		if p.Azure != nil {
@@ -297,8 +301,12 @@ func (v *validator) auth(p *ProviderConfig, path string) error {
 		case upstream.FormatVertex:
 			// Vertex takes no API key: a service account's tokens.
 			a.Style = AuthGoogleServiceAccount
+		case upstream.FormatBedrock:
+			// Bedrock takes no API key: requests signed with AWS
+			// credentials.
+			a.Style = AuthAWSSigV4
 		}
-	case AuthBearer, AuthXAPIKey, AuthNone, AuthGoogleServiceAccount:
+	case AuthBearer, AuthXAPIKey, AuthNone, AuthGoogleServiceAccount, AuthAWSSigV4:
 	case AuthHeader:
 		if a.Header == "" {
 			return v.fail(path+".auth.header", " is required: the header that carries the key, like api-key")
@@ -307,8 +315,14 @@ func (v *validator) auth(p *ProviderConfig, path string) error {
 			return v.fail(path+".auth.header", ": %s is not a valid header name", quoteShort(a.Header))
 		}
 	default:
-		return v.fail(path+".auth", ": %s is unknown (known: bearer, x-api-key, none, google_service_account, or {header: NAME})%s",
-			quoteShort(a.Style), suggest(a.Style, []string{AuthBearer, AuthXAPIKey, AuthNone, AuthGoogleServiceAccount}))
+		return v.fail(path+".auth", ": %s is unknown (known: bearer, x-api-key, none, google_service_account, aws_sigv4, or {header: NAME})%s",
+			quoteShort(a.Style), suggest(a.Style, []string{AuthBearer, AuthXAPIKey, AuthNone, AuthGoogleServiceAccount, AuthAWSSigV4}))
+	}
+	if (a.Style == AuthAWSSigV4) != (p.Format == upstream.FormatBedrock) {
+		if p.Format == upstream.FormatBedrock {
+			return v.fail(path+".auth", ": format bedrock takes auth aws_sigv4 (or leave auth out): credentials go in aws")
+		}
+		return v.fail(path+".auth", ": aws_sigv4 applies only to format bedrock (this provider is %s)", p.Format)
 	}
 	if (a.Style == AuthGoogleServiceAccount) != (p.Format == upstream.FormatVertex) {
 		// Each needs the other: Vertex authenticates only with Google

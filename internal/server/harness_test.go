@@ -138,7 +138,8 @@ func start(t *testing.T, s setup) *gateway {
 		case "BACKUP_KEY":
 			return backupKey, true
 		}
-		return "", false
+		v, ok := s.env[k] // the setup's own variables (a bedrock provider's credentials)
+		return v, ok
 	}
 	routes, err := routes.Parse([]byte(yaml), lookup)
 	if err != nil {

@@ -48,6 +48,9 @@ func secretsOf(cfg config.Config, routes *routes.Routes) []string {
 				// quote it.
 				out = append(out, sa.PrivateKey, strings.ReplaceAll(sa.PrivateKey, "\n", `\n`))
 			}
+			// A bedrock provider's static AWS credentials; the access key
+			// id too, an account's identifier.
+			out = append(out, p.AWS.AccessKeyID.Reveal(), p.AWS.SecretAccessKey.Reveal(), p.AWS.SessionToken.Reveal())
 			for name, v := range p.Headers {
 				if secretName(name) {
 					out = append(out, v)

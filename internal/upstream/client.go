@@ -102,6 +102,10 @@ type Call struct {
 	// gemini: the call goes to a gemini provider (set by Build), whose
 	// error bodies say what a status alone does not (geminiStatus).
 	gemini bool
+	// bedrock: the call goes to a bedrock provider (set by Build): its
+	// stream is eventstream frames, and its error types are in a header
+	// (bedrockStatus).
+	bedrock bool
 }
 
 func (c *Call) now() time.Time {
@@ -139,15 +143,27 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 		h["Idempotency-Key"] = nil
 	}
 	h.Set("Content-Type", "application/json")
-	if call.Stream {
+	switch {
+	case call.Stream && call.bedrock:
+		h.Set("Accept", EventStreamContentType)
+	case call.Stream:
 		h.Set("Accept", "text/event-stream")
-	} else {
+	default:
 		h.Set("Accept", "application/json")
 	}
 	// The client's own credentials were filtered out above whatever the
 	// style; with AuthNone the provider gets none at all.
 	var token string // the access token sent, for Refused
-	if call.Auth.Style == AuthGoogle {
+	switch call.Auth.Style {
+	case AuthAWS:
+		// Last, so every header above is signed.
+		if err := call.Auth.AWS.Sign(ctx, req, call.Body); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &TokenError{Provider: c.provider, Err: err}
+		}
+	case AuthGoogle:
 		tok, err := call.Auth.Tokens.Token(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -157,7 +173,7 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 		}
 		token = tok
 		h.Set("Authorization", "Bearer "+tok)
-	} else {
+	default:
 		call.Auth.set(h, call.Key.Reveal())
 	}
 	resp, err := c.rt.RoundTrip(req)
@@ -181,6 +197,9 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 			resp.Body.Close()
 			return nil, &ProtocolError{Err: fmt.Errorf("%w: %s", ErrNotJSON, strconv.Quote(clip(resp.Header.Get("Content-Type"), 64)))}
 		}
+		if call.Stream && call.bedrock {
+			return bedrockStream(resp)
+		}
 		return resp, nil
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -201,6 +220,8 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 	}
 	if call.gemini {
 		geminiStatus(se)
+	} else if call.bedrock {
+		bedrockStatus(se, resp.Header)
 	} else if se.Code == http.StatusTooManyRequests {
 		se.KeyWide = keyWide(resp.Header, body)
 	}

@@ -42,6 +42,14 @@ type StatusError struct {
 	// is no client fault: it is classified like a 401, so the provider's
 	// other keys are tried.
 	KeyFault bool
+	// ModelFault: the provider blamed the model in a status that does not
+	// say so, as Bedrock answers a model's failure 424
+	// ModelStreamErrorException: counted for its health like a 5xx.
+	ModelFault bool
+	// TooLong: the provider refused the request for its size only, in a
+	// body ContextLength cannot read (Bedrock's ValidationException "Input
+	// is too long for requested model").
+	TooLong bool
 }
 
 func (e *StatusError) Error() string { return fmt.Sprintf("upstream answered %d", e.Code) }

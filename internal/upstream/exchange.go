@@ -29,7 +29,7 @@ import (
 // builds on the request's goroutine.
 func (r *ChatRequest) Build(ep *Endpoint, model string, call *Call) error {
 	call.URL = ep.URLs[r.Route]
-	call.gemini = ep.isGemini()
+	call.gemini, call.bedrock = ep.isGemini(), ep.isBedrock()
 	if !ep.Translates(r.Route) {
 		call.Body = r.bodyFor(ep, model)
 		return nil
@@ -39,15 +39,18 @@ func (r *ChatRequest) Build(ep *Endpoint, model string, call *Call) error {
 	}
 	if x := r.x; x.ep != ep || x.model != model {
 		x.ep, x.model, x.url = ep, model, ""
-		if ep.isGemini() {
+		switch {
+		case ep.isGemini():
 			x.body, x.err = r.toGemini(ep, model, x)
-		} else {
+		case ep.isBedrock():
+			x.body, x.err = r.toBedrock(ep, model, x)
+		default:
 			x.body, x.err = r.translate(ep, model)
 		}
 	}
 	call.Body = r.x.body
 	if r.x.url != "" {
-		call.URL = r.x.url // a gemini method: the model is in the path
+		call.URL = r.x.url // a gemini method or bedrock operation: the model is in the path
 	}
 	return r.x.err
 }
@@ -102,6 +105,9 @@ func messagesToChat(body []byte, model string) ([]byte, error) {
 func (r *ChatRequest) Reader(ep *Endpoint, pass *PassReader) Reader {
 	if ep.isGemini() {
 		return r.geminiReader()
+	}
+	if ep.isBedrock() {
+		return r.bedrockReader()
 	}
 	if ep.Translates(r.Route) {
 		created := time.Now().Unix()
@@ -167,8 +173,12 @@ func (r *ChatRequest) Relayed(ep *Endpoint, se *StatusError) {
 	if !ep.Translates(r.Route) {
 		return
 	}
-	if ep.isGemini() {
-		se.Body = r.geminiRelayed(se)
+	if ep.isGemini() || ep.isBedrock() {
+		if ep.isGemini() {
+			se.Body = r.geminiRelayed(se)
+		} else {
+			se.Body = r.bedrockRelayed(se)
+		}
 		se.Header.Set("Content-Type", "application/json")
 		return
 	}

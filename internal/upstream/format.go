@@ -35,8 +35,9 @@ func (r Route) String() string {
 const (
 	FormatOpenAI    = "openai"
 	FormatAnthropic = "anthropic"
-	FormatGemini    = "gemini" // the Gemini API (generativelanguage.googleapis.com)
-	FormatVertex    = "vertex" // Gemini on Vertex AI ({location}-aiplatform.googleapis.com)
+	FormatGemini    = "gemini"  // the Gemini API (generativelanguage.googleapis.com)
+	FormatVertex    = "vertex"  // Gemini on Vertex AI ({location}-aiplatform.googleapis.com)
+	FormatBedrock   = "bedrock" // AWS Bedrock Runtime Converse (bedrock-runtime.{region}.amazonaws.com)
 )
 
 // GeminiKeyHeader is the header a gemini provider's key travels in by
@@ -59,6 +60,7 @@ const (
 	AuthHeader                   // NAME: KEY, e.g. Azure's api-key
 	AuthNone                     // no credential (local servers)
 	AuthGoogle                   // Authorization: Bearer <OAuth2 access token from Tokens>
+	AuthAWS                      // SigV4 by AWS (format bedrock)
 )
 
 // Auth is a provider's authentication.
@@ -68,6 +70,9 @@ type Auth struct {
 	// Tokens mints the access tokens of AuthGoogle; built once per routes
 	// load, so every attempt of the provider shares its cached token.
 	Tokens TokenSource
+	// AWS signs the requests of AuthAWS; built once per routes load, so
+	// every attempt of the provider shares its cached credentials.
+	AWS *AWSSigner
 }
 
 // String renders the auth as the routes file writes it.
@@ -81,6 +86,8 @@ func (a Auth) String() string {
 		return "none"
 	case AuthGoogle:
 		return "google_service_account"
+	case AuthAWS:
+		return "aws_sigv4"
 	}
 	return "bearer"
 }
@@ -115,7 +122,14 @@ type Endpoint struct {
 	// the path (models/{model}:generateContent), so the URL is made per
 	// attempt (geminiURL) and URLs only says which routes are served.
 	gemini geminiBase
+	// bedrock is a bedrock endpoint's base URL (scheme://host/path, no
+	// trailing slash): the model is in the path, so the URL is made per
+	// attempt (toBedrock).
+	bedrock string
 }
+
+// isBedrock reports whether the endpoint is a bedrock one.
+func (e *Endpoint) isBedrock() bool { return e.bedrock != "" }
 
 // geminiBase is a gemini endpoint's base URL, split where a method path
 // goes between its path and its query.
@@ -150,9 +164,9 @@ func (e *Endpoint) Serves(r Route) bool { return r < NumRoutes && e.URLs[r] != "
 func (e *Endpoint) Translates(r Route) bool {
 	switch r {
 	case RouteChat:
-		return e.Format == FormatAnthropic || e.isGemini()
+		return e.Format == FormatAnthropic || e.isGemini() || e.isBedrock()
 	case RouteMessages:
-		return e.Format == FormatOpenAI || e.isGemini()
+		return e.Format == FormatOpenAI || e.isGemini() || e.isBedrock()
 	case RouteEmbeddings:
 		return e.isGemini()
 	}
@@ -202,6 +216,17 @@ func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, hea
 			q.Set(k, val)
 		}
 		e.gemini = geminiBase{prefix: v.String(), query: q.Encode()}
+	case FormatBedrock:
+		// Chat and Anthropic clients reach Converse through the OpenAI
+		// form; embeddings and the Responses API are not served. URLs hold
+		// the model collection, which is what check-config shows; Build
+		// makes the operation's URL. The routes file's query is not
+		// sent: Converse takes none, and it would have to be signed.
+		v := *u
+		v.Path, v.RawQuery, v.RawPath = strings.TrimRight(u.Path, "/"), "", ""
+		e.bedrock = v.String()
+		e.URLs[RouteChat] = e.bedrock + "/model"
+		e.URLs[RouteMessages] = e.URLs[RouteChat]
 	case FormatOpenAI, "":
 		e.Format = FormatOpenAI
 		e.URLs[RouteChat] = at("/chat/completions")

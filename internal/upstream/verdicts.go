@@ -62,9 +62,11 @@ func keyWide(h http.Header, body []byte) bool {
 //     request_too_large (413);
 //   - Gemini: INVALID_ARGUMENT "The input token count (...) exceeds the
 //     maximum number of tokens allowed (...)";
+//   - Bedrock: a ValidationException for the input's size (TooLong, set
+//     where the answer was read: bedrockStatus);
 //   - any 413.
 func (e *StatusError) ContextLength() bool {
-	if e.Code == http.StatusRequestEntityTooLarge {
+	if e.Code == http.StatusRequestEntityTooLarge || e.TooLong {
 		return true
 	}
 	if e.Code != http.StatusBadRequest {
