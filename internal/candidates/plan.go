@@ -32,6 +32,9 @@ var ErrRouteNotServed = errors.New("no provider of the model serves this route")
 type Provider struct {
 	Name    string
 	Format  string
+	// PropagateTrace: attempts carry the trace context (routes'
+	// propagate_trace).
+	PropagateTrace bool
 	Origin  string // scheme://host[:port], never a path or credential
 	ChatURL string // where chat requests go: base_url + /chat/completions (or /messages) + query
 	Headers http.Header
@@ -246,6 +249,7 @@ func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider,
 		Endpoint:       ep,
 		Name:           pc.Name,
 		Format:         pc.Format,
+		PropagateTrace: pc.PropagateTrace,
 		Origin:         origin,
 		ChatURL:        ep.URLs[upstream.RouteChat],
 		Headers:        ep.Extra,
