@@ -80,6 +80,12 @@ func Setup(c Config, dropped func(n int)) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return WithExporter(c, exp, dropped)
+}
+
+// WithExporter is Setup with exp in place of the OTLP exporter c names
+// (benchmarks, tests); the rest of c applies as in Setup.
+func WithExporter(c Config, exp sdktrace.SpanExporter, dropped func(n int)) (*Tracer, error) {
 	sampler, err := samplerOf(c.Sampler, c.SamplerArg)
 	if err != nil {
 		return nil, err
