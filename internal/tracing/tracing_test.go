@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
