@@ -69,7 +69,7 @@ func attemptStatus(sp *tracepb.Span) string {
 func TestTracePlainRequest(t *testing.T) {
 	sink := newHTTPSink(t, false)
 	var logBuf syncBuffer
-	g := start(t, setup{db: true, env: traceEnv(sink), log: &logBuf})
+	g := start(t, setup{db: true, env: traceEnv(sink, "GATEWAY_TRACE_URL", "http://viewer.test/trace/{trace_id}"), log: &logBuf})
 	resp, body := g.tracedPost(t, inboundTID, tracedBody("gpt-4o-mini", false))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
@@ -114,6 +114,17 @@ func TestTracePlainRequest(t *testing.T) {
 	req, _ := g.ledger(t, rid)
 	if req.TraceID == nil || *req.TraceID != inboundTID {
 		t.Errorf("request row trace_id %v, want %s", req.TraceID, inboundTID)
+	}
+	code, tl := g.get(t, "/admin/requests/"+rid, true)
+	var answer0 struct {
+		TraceURL string `json:"trace_url"`
+		Request  struct {
+			TraceID string `json:"trace_id"`
+		} `json:"request"`
+	}
+	if code != http.StatusOK || json.Unmarshal(tl, &answer0) != nil || answer0.Request.TraceID != inboundTID ||
+		answer0.TraceURL != "http://viewer.test/trace/"+inboundTID {
+		t.Errorf("admin timeline %d: %s, want the trace id and its link", code, tl)
 	}
 	eventually(t, 3*time.Second, "the access log line with the trace id", func() (bool, string) {
 		return strings.Contains(logBuf.String(), "trace_id="+inboundTID), logBuf.String()
