@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -470,21 +469,6 @@ func (s *Server) adminRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeAdmin(w, timelineAnswer{Timeline: tl, TraceURL: s.traceURL(tl.Request.TraceID)})
-}
-
-// timelineAnswer is GET /admin/requests/{id}: the timeline and, with
-// GATEWAY_TRACE_URL set and a trace on record, the link to the trace.
-type timelineAnswer struct {
-	report.Timeline
-	TraceURL string `json:"trace_url,omitempty"`
-}
-
-// traceURL is the trace viewer's page of a trace id, "" without either.
-func (s *Server) traceURL(id *string) string {
-	if s.opts.TraceURL == "" || id == nil || *id == "" {
-		return ""
-	}
-	return strings.ReplaceAll(s.opts.TraceURL, "{trace_id}", url.PathEscape(*id))
 }
 
 // writeAdmin answers an /admin read with v as JSON, without the known

@@ -2,7 +2,10 @@ package api
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 
+	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/tracing"
 )
 
@@ -79,3 +82,18 @@ func (s *statusWriter) FlushError() error {
 
 // Flush implements http.Flusher.
 func (s *statusWriter) Flush() { _ = s.FlushError() }
+
+// timelineAnswer is GET /admin/requests/{id}: the timeline and, with
+// GATEWAY_TRACE_URL set and a trace on record, the link to the trace.
+type timelineAnswer struct {
+	report.Timeline
+	TraceURL string `json:"trace_url,omitempty"`
+}
+
+// traceURL is the trace viewer's page of a trace id, "" without either.
+func (s *Server) traceURL(id *string) string {
+	if s.opts.TraceURL == "" || id == nil || *id == "" {
+		return ""
+	}
+	return strings.ReplaceAll(s.opts.TraceURL, "{trace_id}", url.PathEscape(*id))
+}
