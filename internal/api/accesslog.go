@@ -71,13 +71,14 @@ func (a *accessLog) request(req *candidates.Request, out *candidates.Outcome) {
 	})
 }
 
-// rejected queues the line of a request refused before planning.
-func (a *accessLog) rejected(id uuid.UUID, route upstream.Route, status int, code string, received time.Time) {
+// rejected queues the line of a request refused before planning; traceID
+// is its trace, "" untraced.
+func (a *accessLog) rejected(id uuid.UUID, traceID string, route upstream.Route, status int, code string, received time.Time) {
 	if a == nil {
 		return
 	}
 	a.put(accessLine{id: id, route: route.String(), status: "rejected", code: status, errorType: code,
-		duration: time.Since(received)})
+		duration: time.Since(received), traceID: traceID})
 }
 
 func (a *accessLog) put(l accessLine) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -96,4 +97,13 @@ func (s *Server) traceURL(id *string) string {
 		return ""
 	}
 	return strings.ReplaceAll(s.opts.TraceURL, "{trace_id}", url.PathEscape(*id))
+}
+
+// traceID is the trace of a request's context, "" with tracing off (and
+// then without looking).
+func (s *Server) traceID(ctx context.Context) string {
+	if s.opts.Tracer == nil {
+		return ""
+	}
+	return s.opts.Tracer.TraceID(ctx)
 }

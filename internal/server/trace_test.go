@@ -129,6 +129,20 @@ func TestTracePlainRequest(t *testing.T) {
 	eventually(t, 3*time.Second, "the access log line with the trace id", func() (bool, string) {
 		return strings.Contains(logBuf.String(), "trace_id="+inboundTID), logBuf.String()
 	})
+	// A request refused before planning has its server span and its
+	// trace id in its access log line too.
+	const refusedTID = "77777777777777777777777777777777"
+	if resp, body := g.tracedPost(t, refusedTID, tracedBody("no-such-model", false)); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown model: %d %s", resp.StatusCode, body)
+	}
+	refused := treeOf(t, sink.trace(t, refusedTID, 1))
+	wantAttrs(t, refused.server, map[string]any{"http.response.status_code": 404})
+	if len(refused.attempts) != 0 || refused.server.Status.GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+		t.Errorf("refused request: attempts %s, status %v; want none and not an Error", names(refused.attempts), refused.server.Status)
+	}
+	eventually(t, 3*time.Second, "the refusal's access log line with its trace id", func() (bool, string) {
+		return strings.Contains(logBuf.String(), "trace_id="+refusedTID), logBuf.String()
+	})
 	if rec, ok := g.Primary.LastRequestAt(""); !ok || rec.Header.Get("Traceparent") != "" {
 		t.Errorf("the provider without propagate_trace got traceparent %q", rec.Header.Get("Traceparent"))
 	}
