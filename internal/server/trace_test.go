@@ -389,3 +389,60 @@ func TestTraceExporterDown(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceSkipped: a provider that cannot be reached fails its first
+// candidate and skips its second (provider_failed); the skip is an event
+// on the request span, not an attempt span.
+func TestTraceSkipped(t *testing.T) {
+	sink := newHTTPSink(t, false)
+	g := start(t, setup{env: traceEnv(sink), routes: `
+providers:
+  - name: dead
+    base_url: http://127.0.0.1:1/v1
+    api_keys: ["${PRIMARY_KEY}"]
+    max_concurrency: 8
+  - name: primary
+    base_url: %[1]s/v1
+    api_keys: ["${PRIMARY_KEY}"]
+    max_concurrency: 8
+%[3]s
+  - name: backup
+    base_url: %[2]s/v1
+    api_keys: ["${BACKUP_KEY}"]
+    max_concurrency: 8
+models:
+  - name: gpt-4o-mini
+    candidates:
+      - { provider: dead, model: m1, priority: 0 }
+      - { provider: dead, model: m2, priority: 1 }
+      - { provider: backup, model: up-backup-mini, priority: 2 }
+`})
+	const tid = "88888888888888888888888888888888"
+	resp, body := g.tracedPost(t, tid, tracedBody("gpt-4o-mini", false))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	tr := treeOf(t, sink.trace(t, tid, 3))
+	if len(tr.attempts) != 2 || attemptStatus(tr.attempts[0]) != "failed/upstream_connect_error/error" ||
+		attemptStatus(tr.attempts[1]) != "success/" {
+		var got []string
+		for _, a := range tr.attempts {
+			got = append(got, a.Name+" "+attemptStatus(a))
+		}
+		t.Fatalf("attempts %v, want dead's failed and backup's success", got)
+	}
+	var skips []string
+	for _, e := range tr.server.Events {
+		if e.Name != "skipped" {
+			continue
+		}
+		for _, a := range e.Attributes {
+			if a.Key == "llmgw.skip_reason" {
+				skips = append(skips, a.Value.GetStringValue())
+			}
+		}
+	}
+	if len(skips) != 1 || skips[0] != "provider_failed" {
+		t.Errorf("skip events %v, want one provider_failed", skips)
+	}
+}
