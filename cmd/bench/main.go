@@ -36,7 +36,7 @@
 // BENCH_PG=shared skips scripts/pg-local.sh and uses the server on 127.0.0.1:5432;
 // BENCH_PROMPT=BYTES makes the stream phase's requests a conversation of about that size;
 // BENCH_KEYS=N inserts N API keys in Postgres before the gateway starts and reports their load;
-// BENCH_ONLY=hold (or open, closed, stream, hanging, tail, translate, ledger, replicas, budget, comma-separated) runs
+// BENCH_ONLY=hold (or open, closed, stream, hanging, tail, translate, ledger, replicas, budget, tracing, comma-separated) runs
 // only those phases, for iterating on one figure.
 //
 // The ledger phase (ledger.go) times the operator console's reads, GET /admin/requests and
@@ -94,6 +94,7 @@ type settings struct {
 	ledger       ledgerSpec
 	replicas     replicasSpec
 	budgetPhase  budgetSpec
+	tracePhase   traceSpec
 	budget       time.Duration // the whole run, a safety net over the sizes above
 	pprofDir     string
 	recordsOff   bool            // diagnostic: the gateway without Postgres records
@@ -103,7 +104,7 @@ type settings struct {
 }
 
 // phases BENCH_ONLY can name.
-var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail", "translate", "ledger", "replicas", "budget"}
+var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail", "translate", "ledger", "replicas", "budget", "tracing"}
 
 // runs reports whether phase is part of this run.
 func (s settings) runs(phase string) bool { return len(s.only) == 0 || s.only[phase] }
@@ -123,6 +124,7 @@ func loadSettings() settings {
 		ledger:      ledgerSpec{rows: 1_000_000, samples: 300, warmup: 20},
 		replicas:    replicasSpec{attempts: 20000, conns: 48, duration: 3 * time.Second, rounds: 3, redisAddr: "127.0.0.1:6379"},
 		budgetPhase: budgetSpec{rate: 500, duration: 2500 * time.Millisecond, rounds: 5, sharedAddr: "127.0.0.1:6379"},
+		tracePhase:  traceSpec{rate: 500, duration: 2500 * time.Millisecond, rounds: 5},
 		budget:      540 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
 		recordsOff: os.Getenv("BENCH_RECORDS") == "off",
 	}
@@ -157,6 +159,7 @@ func loadSettings() settings {
 		s.ledger.rows, s.ledger.samples, s.ledger.warmup = 200_000, 100, 10
 		s.replicas.attempts, s.replicas.duration, s.replicas.rounds = 4000, 1500*time.Millisecond, 1
 		s.budgetPhase.duration, s.budgetPhase.rounds = 1500*time.Millisecond, 2
+		s.tracePhase.duration, s.tracePhase.rounds = 1500*time.Millisecond, 2
 		s.budget = 100 * time.Second
 	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
@@ -170,6 +173,9 @@ func loadSettings() settings {
 	}
 	if s.runs("budget") {
 		s.budget += 60 * time.Second // a gateway with Redis, then ~35 s of runs
+	}
+	if s.runs("tracing") {
+		s.budget += 60 * time.Second // three gateways, then ~45 s of runs
 	}
 	if s.runs("ledger") {
 		s.budget += 150 * time.Second // generating the ledger, then ~17 query shapes

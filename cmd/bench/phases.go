@@ -214,6 +214,9 @@ func (b *bencher) runAll(ctx context.Context, rep *report) error {
 	if s.runs("budget") {
 		b.budgets(ctx, rep)
 	}
+	if s.runs("tracing") {
+		b.tracing(ctx, rep)
+	}
 
 	if s.pprofDir != "" && (s.runs("open") || s.runs("stream")) {
 		if err := b.profile(ctx, nonStream, stream); err != nil {

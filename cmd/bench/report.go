@@ -136,6 +136,7 @@ type report struct {
 	translate *translateResult
 	replicas  *replicasResult // nil when the phase did not run
 	budget    *budgetResult   // nil when the phase did not run
+	tracing   *traceResult    // nil when the phase did not run
 	notes     []string
 }
 
@@ -398,6 +399,9 @@ func (r *report) write(w io.Writer) {
 	if r.budget != nil {
 		r.budget.write(w)
 	}
+	if r.tracing != nil {
+		r.tracing.write(w)
+	}
 
 	fmt.Fprintln(w)
 	r.writeTargets(w)
@@ -480,6 +484,11 @@ func (r *report) errorKinds() []string {
 	if r.budget != nil {
 		for k, v := range r.budget.errs() {
 			out = append(out, fmt.Sprintf("gateway with budgets, %s: %d", k, v))
+		}
+	}
+	if r.tracing != nil {
+		for k, v := range r.tracing.errs() {
+			out = append(out, fmt.Sprintf("gateway, %s: %d", k, v))
 		}
 	}
 	sort.Strings(out)

@@ -43,6 +43,7 @@ type accessLine struct {
 	duration   time.Duration
 	firstByte  time.Duration
 	hasFirstBy bool
+	traceID    string // "" untraced: the attribute is left out
 }
 
 // accessLogQueue bounds the lines waiting for the writer.
@@ -66,16 +67,18 @@ func (a *accessLog) request(req *candidates.Request, out *candidates.Outcome) {
 		id: req.ID, client: req.Client, model: req.Model, route: req.Route.String(), status: out.Status,
 		code: out.StatusCode, errorType: out.ErrorType, tried: out.Tried, stream: req.Stream,
 		duration: time.Since(req.Received), firstByte: out.FirstByte, hasFirstBy: out.FirstByte > 0,
+		traceID: out.TraceID,
 	})
 }
 
-// rejected queues the line of a request refused before planning.
-func (a *accessLog) rejected(id uuid.UUID, route upstream.Route, status int, code string, received time.Time) {
+// rejected queues the line of a request refused before planning; traceID
+// is its trace, "" untraced.
+func (a *accessLog) rejected(id uuid.UUID, traceID string, route upstream.Route, status int, code string, received time.Time) {
 	if a == nil {
 		return
 	}
 	a.put(accessLine{id: id, route: route.String(), status: "rejected", code: status, errorType: code,
-		duration: time.Since(received)})
+		duration: time.Since(received), traceID: traceID})
 }
 
 func (a *accessLog) put(l accessLine) {
@@ -143,6 +146,7 @@ func (a *accessLog) reportDropped(reported *uint64) {
 
 func (a *accessLog) write(l accessLine) {
 	attrs := [...]slog.Attr{
+		{}, // trace_id, when there is one
 		slog.String("request_id", l.id.String()),
 		slog.String("client", l.client),
 		slog.String("model", l.model),
@@ -158,7 +162,12 @@ func (a *accessLog) write(l accessLine) {
 	if l.hasFirstBy {
 		attrs[len(attrs)-1] = slog.Float64("first_byte_ms", ms(l.firstByte))
 	}
-	a.log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs[:]...)
+	line := attrs[1:]
+	if l.traceID != "" {
+		attrs[0] = slog.String("trace_id", l.traceID)
+		line = attrs[:]
+	}
+	a.log.LogAttrs(context.Background(), slog.LevelInfo, "request", line...)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

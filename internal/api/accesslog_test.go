@@ -40,7 +40,7 @@ func TestAccessLogWritesATickAtOnce(t *testing.T) {
 		a := newAccessLog(slog.New(h))
 		const n = 20
 		for i := range n {
-			a.rejected(uuid.New(), upstream.RouteChat, 401, "invalid_api_key", time.Now().Add(-time.Duration(i)*time.Millisecond))
+			a.rejected(uuid.New(), "", upstream.RouteChat, 401, "invalid_api_key", time.Now().Add(-time.Duration(i)*time.Millisecond))
 		}
 		a.close()
 		out.mu.Lock()

@@ -197,7 +197,7 @@ type rejecter struct {
 func (rj rejecter) reject(status int, typ, code, param, msg string) {
 	writeRouteError(rj.w, rj.r, rj.route, status, typ, code, param, msg)
 	rj.s.opts.Observe.Rejected(rj.route.String(), status)
-	rj.s.access.rejected(requestID(rj.r.Context()), rj.route, status, code, rj.received)
+	rj.s.access.rejected(requestID(rj.r.Context()), rj.s.traceID(rj.r.Context()), rj.route, status, code, rj.received)
 }
 
 // finish answers a request the loop did not answer itself, once its outcome

@@ -12,6 +12,7 @@ import (
 	"github.com/llmgw/gateway/internal/admission"
 	"github.com/llmgw/gateway/internal/candidates"
 	"github.com/llmgw/gateway/internal/routes"
+	"github.com/llmgw/gateway/internal/tracing"
 	"github.com/llmgw/gateway/internal/upstream"
 	"github.com/llmgw/gateway/internal/watchdog"
 )
@@ -112,7 +113,14 @@ func BenchmarkChatRequest(b *testing.B) {
 
 // benchServer is a gateway of one model on provider p (with extra, a
 // flow-mapping member list, in its entry) whose upstream is send.
-func benchServer(b *testing.B, extra string, send candidates.Sender) *Server {
+func benchServer(b testing.TB, extra string, send candidates.Sender) *Server {
+	b.Helper()
+	return benchServerTraced(b, extra, send, nil)
+}
+
+// benchServerTraced is benchServer with tr tracing every request; nil:
+// tracing off.
+func benchServerTraced(b testing.TB, extra string, send candidates.Sender, tr *tracing.Tracer) *Server {
 	b.Helper()
 	routes, err := routes.Parse([]byte(`
 providers:
@@ -131,7 +139,10 @@ models:
 	b.Cleanup(func() { _ = sched.Close(context.Background()) })
 	runner := &candidates.Runner{Admit: sched, Record: nopRecorder{}, HoldMode: watchdog.HoldFirstBody,
 		Upstreams: map[string]candidates.Sender{"p": send}}
-	s := New(Options{Planner: planner, Runner: runner, MaxRequestBytes: 1 << 20, StreamWriteTimeout: 30 * time.Second})
+	if tr != nil {
+		runner.Trace = tr
+	}
+	s := New(Options{Planner: planner, Runner: runner, MaxRequestBytes: 1 << 20, StreamWriteTimeout: 30 * time.Second, Tracer: tr})
 	b.Cleanup(s.Close)
 	return s
 }

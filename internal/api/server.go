@@ -23,6 +23,7 @@ import (
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/secret"
+	"github.com/llmgw/gateway/internal/tracing"
 	"github.com/llmgw/gateway/internal/upstream"
 )
 
@@ -95,6 +96,12 @@ type Options struct {
 	Budgets         BudgetKeeper  // client and team budgets; nil: none
 	ReadBodyTimeout time.Duration // bounds reading a request body; 0 = none
 	AccessLog       bool          // one info line per API request (GATEWAY_ACCESS_LOG)
+	// Tracer makes each API request's server span; nil: tracing off,
+	// and no middleware is installed for it.
+	Tracer *tracing.Tracer
+	// TraceURL is the console's link to a trace, {trace_id} replaced;
+	// "": no link (GATEWAY_TRACE_URL).
+	TraceURL string
 	// TestHook, when set, is called at named points of an attempt
 	// ("attempt" before the provider call, through the Runner; "committed"
 	// once the relay owns the attempt Run handed out; "streaming" after the
@@ -155,7 +162,11 @@ func New(opts Options) *Server {
 	}
 
 	r := chi.NewRouter()
-	r.Use(withRequestID, recoverer(opts.Logger, opts.Observe.Panic))
+	r.Use(withRequestID)
+	if opts.Tracer != nil {
+		r.Use(traced(opts.Tracer)) // outside the recoverer: it sees the 500 a panic gets
+	}
+	r.Use(recoverer(opts.Logger, opts.Observe.Panic))
 	// Under /v1/messages the clients are Anthropic SDKs: they read only
 	// Anthropic-shaped errors.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -457,7 +468,7 @@ func (s *Server) adminRequest(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusServiceUnavailable, typeServer, codeInternal, "", "the record store is unavailable")
 		return
 	}
-	s.writeAdmin(w, tl)
+	s.writeAdmin(w, timelineAnswer{Timeline: tl, TraceURL: s.traceURL(tl.Request.TraceID)})
 }
 
 // writeAdmin answers an /admin read with v as JSON, without the known

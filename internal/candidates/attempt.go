@@ -102,6 +102,7 @@ func (a *Attempt) open(parent context.Context) error {
 	ep := prov.Endpoint
 	a.call.Key, a.call.Auth, a.call.Extra, a.call.Defaults = c.Target.Key, ep.Auth, ep.Extra, ep.Defaults
 	a.call.ClientHeader, a.call.Forward, a.call.Stream, a.call.Clock = req.Header, &ep.Forward, req.Stream, r.clock()
+	a.propagate(parent, prov)
 	send := prov.Sender
 	if send == nil {
 		send = r.Upstreams[prov.Name]

@@ -154,6 +154,7 @@ func (h *hedging) start(i int, hedge bool) {
 	// unused (it did call, or queue for, its provider). The pending record
 	// itself is written when the flight lands with its slots.
 	w.rows[i].Status = report.CandidatePending
+	w.traceQueued(i, w.r.now(), hedge)
 	probe := w.probe
 	w.probe = false
 	h.flying = append(h.flying, f)
@@ -377,6 +378,7 @@ func (h *hedging) lost(l landing) {
 func (h *hedging) record(i int, row *report.Candidate, status string, code int, errorType, msg string) {
 	row.Status, row.StatusCode, row.ErrorType, row.ErrorMessage = status, code, errorType, msg
 	h.w.r.Record.RecordCandidate(*row)
+	h.w.traceAttempt(row)
 	if h.w.r.Observe != nil {
 		h.w.r.Observe.CandidateDone(&h.w.req.Candidates[i], status, errorType, row.Latency)
 	}

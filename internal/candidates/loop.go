@@ -59,6 +59,8 @@ type walk struct {
 	stitch     *upstream.Stitch // a resumable stream's watch (resume.go), reused across attempts; nil without resume, so a walk stays small
 	resumes    int              // continuations started so far
 	spent      spent            // what the attempts the providers billed cost (cost.go)
+	traceID    string           // the request's trace, "" untraced
+	notes      []spanNote       // per candidate, for its span (trace.go); nil untraced
 }
 
 // Run walks the candidates in order until one commits or the request ends.
@@ -80,6 +82,7 @@ func (r *Runner) Run(ctx context.Context, req *Request) (*Attempt, *Outcome) {
 func (r *Runner) run(ctx context.Context, req *Request, cancel context.CancelFunc) (*Attempt, *Outcome) {
 	w := &walk{r: r, req: req, ctx: ctx, cancel: cancel, retryable: true, current: -1}
 	w.att.r, w.att.req = r, req
+	w.traceStart()
 	w.recordPlanned()
 	defer w.recordPanic()
 	if req.Hedge.On() {
@@ -99,6 +102,7 @@ func (r *Runner) run(ctx context.Context, req *Request, cancel context.CancelFun
 func (w *walk) commit(a *Attempt) {
 	a.s = w
 	w.winner = a
+	w.traceCommitted(a.i)
 }
 
 // run attempts the candidates in order until one commits (it reports true)
@@ -250,6 +254,7 @@ func (w *walk) begun(a *Attempt, queued time.Time) {
 	row := &w.rows[a.i]
 	row.Status, row.StartedAt = report.CandidatePending, a.admitted
 	w.r.Record.RecordCandidate(*row)
+	w.traceQueued(a.i, queued, false)
 }
 
 // finished stamps the released attempt a's row with its end and first

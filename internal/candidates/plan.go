@@ -30,11 +30,14 @@ var ErrRouteNotServed = errors.New("no provider of the model serves this route")
 
 // Provider is a provider of the routes file with its settings resolved.
 type Provider struct {
-	Name    string
-	Format  string
-	Origin  string // scheme://host[:port], never a path or credential
-	ChatURL string // where chat requests go: base_url + /chat/completions (or /messages) + query
-	Headers http.Header
+	Name   string
+	Format string
+	// PropagateTrace: attempts carry the trace context (routes'
+	// propagate_trace).
+	PropagateTrace bool
+	Origin         string // scheme://host[:port], never a path or credential
+	ChatURL        string // where chat requests go: base_url + /chat/completions (or /messages) + query
+	Headers        http.Header
 	// Endpoint addresses the provider for every client route its format
 	// serves (URLs, auth, headers); the request's Exchange reads it.
 	Endpoint       *upstream.Endpoint
@@ -257,6 +260,7 @@ func resolveProvider(pc *routes.ProviderConfig, opts PlannerOptions) (*Provider,
 		Endpoint:       ep,
 		Name:           pc.Name,
 		Format:         pc.Format,
+		PropagateTrace: pc.PropagateTrace,
 		Origin:         origin,
 		ChatURL:        ep.URLs[upstream.RouteChat],
 		Headers:        ep.Extra,

@@ -17,6 +17,7 @@ func (w *walk) recordPlanned() {
 		ID: req.ID, ClientRequestID: req.ClientRequestID, CreatedAt: req.Received,
 		Model: req.Model, Route: req.Route.String(), Stream: req.Stream, Client: req.Client, Team: req.Team,
 		Priority: req.Priority.String(), Status: report.RequestPending, CandidateCount: len(req.Candidates),
+		TraceID: w.traceID,
 	})
 	w.rows = make([]report.Candidate, len(req.Candidates))
 	for i := range req.Candidates {
@@ -43,8 +44,9 @@ func (w *walk) finishRequest() {
 		Model: w.req.Model, Route: w.req.Route.String(), Stream: w.req.Stream, Client: w.req.Client, Team: w.req.Team,
 		Priority: w.req.Priority.String(), Status: out.Status, StatusCode: out.StatusCode, ErrorType: out.ErrorType,
 		Latency: now.Sub(w.req.Received), FirstByte: out.FirstByte, CandidateCount: len(w.req.Candidates),
-		FinishedAt: now,
+		FinishedAt: now, TraceID: w.traceID,
 	}
+	out.TraceID = w.traceID
 	if out.HasUsage {
 		rec.HasUsage = true
 		u := &out.Usage
@@ -98,6 +100,7 @@ func (w *walk) settle(i int, status string, code int, errorType, msg string) {
 		w.failed++
 	}
 	w.r.Record.RecordCandidate(*row)
+	w.traceAttempt(row)
 	if w.r.Observe != nil {
 		w.r.Observe.CandidateDone(&w.req.Candidates[i], status, errorType, row.Latency)
 	}
@@ -127,6 +130,7 @@ func (w *walk) skipScope(i int, s Scope) {
 		}
 		w.rows[j].Status, w.rows[j].SkipReason = report.CandidateSkipped, reason
 		w.r.Record.RecordCandidate(w.rows[j])
+		w.traceSkip(&w.rows[j])
 		w.observeUntried(j)
 	}
 }

@@ -200,6 +200,7 @@ func (w *walk) retryOverBudget(i, n int) bool {
 	row := w.retryRow(i, n)
 	row.Status, row.SkipReason = report.CandidateSkipped, report.SkipRetryBudget
 	w.r.Record.RecordCandidate(row)
+	w.traceSkip(&row)
 	if o := w.r.Observe; o != nil {
 		c := &w.req.Candidates[i]
 		o.CandidateDone(c, row.Status, "", 0)

@@ -130,6 +130,8 @@ type Outcome struct {
 	Cost    float64
 	HasCost bool
 	Tried   int // attempts made (admission included), same-candidate retries too
+	// TraceID is the request's trace (32 hex digits), "" untraced.
+	TraceID string
 }
 
 // Observer receives the loop's measurements (implemented by the metrics
@@ -167,6 +169,8 @@ type Runner struct {
 	// provider that echoes the key it was sent must not hand it to the
 	// client. Only error events pay for the scan. Nil: relayed as sent.
 	Redact *secret.Redactor
+	// Trace puts attempts on the requests' traces; nil: tracing off.
+	Trace Tracer
 	// TestHook, when set, is called with "attempt" before each provider
 	// call. Fault tests use it to inject panics.
 	TestHook func(point string)

@@ -63,6 +63,7 @@ func (w *walk) recordSkips() {
 			w.cooled[j] = time.Time{}
 			w.unrecorded--
 			w.r.Record.RecordCandidate(w.rows[j])
+			w.traceSkip(&w.rows[j])
 			w.observeUntried(j)
 		}
 	}

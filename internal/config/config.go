@@ -16,6 +16,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/llmgw/gateway/internal/secret"
+	"github.com/llmgw/gateway/internal/tracing"
 	"github.com/llmgw/gateway/internal/watchdog"
 )
 
@@ -118,6 +119,13 @@ type Config struct {
 	// ReplicaID names this process on request rows and in /admin/*;
 	// default: the host name.
 	ReplicaID string `env:"GATEWAY_REPLICA_ID"`
+	// TraceURL links the console's timeline to a trace viewer, with
+	// {trace_id} replaced (http://127.0.0.1:16686/trace/{trace_id} for
+	// Jaeger); empty: the trace id is shown without a link.
+	TraceURL string `env:"GATEWAY_TRACE_URL"`
+	// Trace is the standard OpenTelemetry variables (docs/tracing.md);
+	// with no exporter endpoint tracing is off.
+	Trace tracing.Config
 
 	// HoldMode is resolved from the hold-mode variables by resolveHoldMode,
 	// because it has two prefixes and a forcing boolean.

@@ -71,6 +71,7 @@ type Metrics struct {
 	admTimeouts     *prometheus.CounterVec
 	watchdog        *prometheus.CounterVec
 	panics          prometheus.Counter
+	spansDropped    prometheus.Counter
 	healthMoves     *prometheus.CounterVec
 	retryBudget     *prometheus.CounterVec
 	hedges          *prometheus.CounterVec
@@ -140,6 +141,10 @@ func New(src Sources) *Metrics {
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gateway_panics_total", Help: "Panics recovered while serving requests.",
 		}),
+		spansDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gateway_trace_spans_dropped_total",
+			Help: "Trace spans let go instead of exported: the export queue was full, or an export failed or timed out (docs/tracing.md).",
+		}),
 		healthMoves: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_health_transitions_total",
 			Help: "Target health state changes, by provider and the state moved to (healthy, cooling, probing).",
@@ -160,7 +165,7 @@ func New(src Sources) *Metrics {
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.attempts, m.firstByte, m.stages, m.admissionWait,
-		m.admTimeouts, m.watchdog, m.panics, m.healthMoves, m.retryBudget, m.hedges, m.reloads,
+		m.admTimeouts, m.watchdog, m.panics, m.spansDropped, m.healthMoves, m.retryBudget, m.hedges, m.reloads,
 	)
 	m.cost = newCostFamilies()
 	m.Registry.MustRegister(m.cost.collectors()...)
@@ -250,3 +255,6 @@ func (m *Metrics) Handler() http.Handler {
 
 // Panic counts a recovered panic.
 func (m *Metrics) Panic() { m.panics.Inc() }
+
+// TraceSpansDropped counts n spans the trace export queue let go.
+func (m *Metrics) TraceSpansDropped(n int) { m.spansDropped.Add(float64(n)) }

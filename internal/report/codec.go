@@ -19,7 +19,8 @@ const (
 	frameHeader = 8
 	// spoolVersion 2 added cost and the usage details at the end of both
 	// kinds (appendCost); version 1 frames still decode, those zero.
-	spoolVersion   = 2
+	// Version 3 adds a request's trace id after its cost.
+	spoolVersion   = 3
 	maxSpoolRecord = 64 << 10 // far above any sanitised record; larger means corruption
 )
 
@@ -68,7 +69,8 @@ func appendRequest(b []byte, r *Request) []byte {
 	b = appendString(b, r.Route)
 	b = appendString(b, r.Replica)
 	b = appendString(b, r.Team)
-	return appendCost(b, usageCost{r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, r.UsageEstimated, r.HasCost, r.CostUSD})
+	b = appendCost(b, usageCost{r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, r.UsageEstimated, r.HasCost, r.CostUSD})
+	return appendString(b, r.TraceID)
 }
 
 // usageCost is what version 2 frames add to both kinds of record.
@@ -152,7 +154,7 @@ func appendTime(b []byte, t time.Time) []byte {
 func decodePayload(p []byte, rec *record) error {
 	d := decoder{b: p}
 	version := d.byte()
-	if version != 1 && version != spoolVersion {
+	if version < 1 || version > spoolVersion {
 		return errBadPayload
 	}
 	*rec = record{kind: recordKind(d.byte())}
@@ -188,6 +190,9 @@ func decodePayload(p []byte, rec *record) error {
 			u := d.cost()
 			r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens = u.cached, u.write, u.reasoning
 			r.UsageEstimated, r.HasCost, r.CostUSD = u.estimated, u.hasCost, u.usd
+		}
+		if version >= 3 {
+			r.TraceID = d.string()
 		}
 	case kindCandidate:
 		c := &rec.cand

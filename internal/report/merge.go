@@ -144,6 +144,7 @@ func mergeRequest(stored, in *Request) {
 		m.HasCost, m.CostUSD = true, stored.CostUSD
 	}
 	m.Team = coalesceString(in.Team, stored.Team)
+	m.TraceID = coalesceString(in.TraceID, stored.TraceID)
 	m.UsageEstimated = in.UsageEstimated || stored.UsageEstimated
 	m.FinishedAt = coalesceTime(in.FinishedAt, stored.FinishedAt)
 	m.CreatedAt = stored.CreatedAt

@@ -60,6 +60,8 @@ type TimelineRequest struct {
 	CompletionTokens *int64     `json:"completion_tokens"`
 	CacheWriteTokens *int64     `json:"cache_write_tokens"`
 	FinishedAt       *time.Time `json:"finished_at"`
+	// TraceID is the request's OpenTelemetry trace; null with tracing off.
+	TraceID *string `json:"trace_id"`
 }
 
 // TimelineCandidate is a row of request_candidates.
@@ -101,7 +103,7 @@ type TimelineCandidate struct {
 const selectRequestSQL = `SELECT id, client_request_id, created_at, model, route, replica, stream, client, priority,
     status, status_code, error_type, latency_ms, first_byte_ms, candidate_count,
     prompt_tokens, completion_tokens, total_tokens, finished_at, team, cost_usd::float8 AS cost_usd,
-    usage_estimated, cached_tokens, cache_write_tokens, reasoning_tokens
+    usage_estimated, cached_tokens, cache_write_tokens, reasoning_tokens, trace_id
 FROM requests WHERE id = $1`
 
 const selectCandidatesSQL = `SELECT candidate_index, retry_index, provider, endpoint, key_id, model,

@@ -89,7 +89,8 @@ func TestAdminReadsEveryColumn(t *testing.T) {
 			Replica: "gw-3", Stream: true, Client: "web", Priority: "interactive", Status: RequestFailed, StatusCode: 503,
 			ErrorType: ErrorTypeUpstreamHTTP, Latency: 1500 * time.Millisecond, FirstByte: 300 * time.Millisecond,
 			CandidateCount: 2, HasUsage: true, PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7, FinishedAt: fin,
-			Team: "search", CachedTokens: 1, CacheWriteTokens: 2, ReasoningTokens: 3, HasCost: true, CostUSD: 0.25, UsageEstimated: true}},
+			Team: "search", CachedTokens: 1, CacheWriteTokens: 2, ReasoningTokens: 3, HasCost: true, CostUSD: 0.25, UsageEstimated: true,
+			TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}},
 	})
 	asMap := func(v any) map[string]any {
 		t.Helper()
@@ -128,7 +129,7 @@ func TestAdminReadsEveryColumn(t *testing.T) {
 		t.Fatalf("Timeline: %v", err)
 	}
 	wantReq := map[string]any{"client_request_id": "cr-1", "prompt_tokens": 3.0, "completion_tokens": 4.0, "finished_at": finished,
-		"cache_write_tokens": 2.0}
+		"cache_write_tokens": 2.0, "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"}
 	for k, v := range common {
 		wantReq[k] = v
 	}

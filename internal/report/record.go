@@ -49,6 +49,9 @@ type Request struct {
 	UsageEstimated bool
 
 	FinishedAt time.Time // zero -> NULL
+	// TraceID is the request's OpenTelemetry trace, 32 hex digits; "" ->
+	// NULL (tracing off).
+	TraceID string
 }
 
 // Candidate is the record of one attempt of one candidate, written to the

@@ -127,8 +127,9 @@ func TestCodecOldFrames(t *testing.T) {
 	}
 }
 
-// v2RequestTail is how many bytes version 2 adds at the end of r's frame.
+// v2RequestTail is how many bytes versions 2 and 3 add at the end of r's
+// frame.
 func v2RequestTail(r *Request) int {
-	return len(appendCost(appendString(nil, r.Team), usageCost{r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens,
-		r.UsageEstimated, r.HasCost, r.CostUSD}))
+	return len(appendString(appendCost(appendString(nil, r.Team), usageCost{r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens,
+		r.UsageEstimated, r.HasCost, r.CostUSD}), r.TraceID))
 }

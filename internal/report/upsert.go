@@ -92,7 +92,8 @@ ON CONFLICT (id) DO UPDATE SET
     cache_write_tokens = COALESCE(EXCLUDED.cache_write_tokens, t.cache_write_tokens),
     reasoning_tokens  = COALESCE(EXCLUDED.reasoning_tokens, t.reasoning_tokens),
     usage_estimated   = EXCLUDED.usage_estimated OR t.usage_estimated,
-    cost_usd          = COALESCE(EXCLUDED.cost_usd, t.cost_usd)
+    cost_usd          = COALESCE(EXCLUDED.cost_usd, t.cost_usd),
+    trace_id          = COALESCE(EXCLUDED.trace_id, t.trace_id)
 WHERE ` + rankCase("EXCLUDED.status", requestRank) + ` > ` + rankCase("t.status", requestRank)
 
 // upsert writes prepared records in one statement bounded by WriteTimeout.

@@ -29,7 +29,11 @@ type ProviderConfig struct {
 	// x-goog-api-key) or vertex (Gemini on Vertex AI: vertex and
 	// credentials_file instead of base_url and api_keys).
 	// docs/formats.md says what each translates.
-	Format         string            `yaml:"format"`
+	Format string `yaml:"format"`
+	// PropagateTrace sends the provider the W3C trace context of each
+	// attempt (traceparent, tracestate) when tracing is on; default false:
+	// a provider learns nothing of the gateway's traces.
+	PropagateTrace bool              `yaml:"propagate_trace"`
 	BaseURL        string            `yaml:"base_url"`
 	APIKeys        []secret.String   `yaml:"api_keys"`
 	MaxConcurrency int               `yaml:"max_concurrency"`

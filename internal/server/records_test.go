@@ -59,9 +59,9 @@ func (g *gateway) ledger(t *testing.T, id string) (report.TimelineRequest, []can
 	var req report.TimelineRequest
 	eventually(t, 10*time.Second, "request "+id+" settled in Postgres", func() (bool, string) {
 		err := conn.QueryRow(ctx, `SELECT status, status_code, error_type, candidate_count, client, priority,
-			prompt_tokens, total_tokens, latency_ms, client_request_id FROM requests WHERE id = $1`, id).
+			prompt_tokens, total_tokens, latency_ms, client_request_id, trace_id FROM requests WHERE id = $1`, id).
 			Scan(&req.Status, &req.StatusCode, &req.ErrorType, &req.CandidateCount, &req.Client, &req.Priority,
-				&req.PromptTokens, &req.TotalTokens, &req.LatencyMS, &req.ClientRequestID)
+				&req.PromptTokens, &req.TotalTokens, &req.LatencyMS, &req.ClientRequestID, &req.TraceID)
 		return err == nil && req.Status != "pending", fmt.Sprintf("err %v, status %q", err, req.Status)
 	})
 	// Candidate rows of a settled request may land in the same or the next batch.

@@ -25,6 +25,7 @@ import (
 	"github.com/llmgw/gateway/internal/report"
 	"github.com/llmgw/gateway/internal/routes"
 	"github.com/llmgw/gateway/internal/secret"
+	"github.com/llmgw/gateway/internal/tracing"
 	"github.com/llmgw/gateway/internal/upstream"
 )
 
@@ -39,6 +40,7 @@ type Gateway struct {
 	API       *api.Server
 	Upstreams map[string]*upstream.Client // in service, by provider name; replaced by a reload
 	Metrics   *metrics.Metrics
+	Tracer    *tracing.Tracer // nil: tracing off
 	Health    *health.Tracker
 	Quota     *quota.Store // shared limits in Redis; nil without GATEWAY_REDIS_URL
 	// Budgets are the routes file's client and team budgets (budget.go).
@@ -138,10 +140,20 @@ func New(ctx context.Context, cfg config.Config, routes *routes.Routes, log *slo
 	}
 	g.startBudgetFollow(ctx)
 	g.Metrics.SetBudgets(g.Budgets)
+	// Last before the runner: nothing after it can fail and leave its
+	// export goroutine running.
+	tracer, err := tracing.Setup(cfg.Trace, g.Metrics.TraceSpansDropped)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	g.Tracer = tracer
 	runner := &candidates.Runner{Admit: g.Scheduler, Record: rec, Observe: g.Metrics,
 		HoldMode:      cfg.HoldMode,
 		Budget:        candidates.NewRetryBudget(cfg.RetryBudgetPercent, cfg.RetryBudgetMinPerSecond),
 		HedgeMinDelay: cfg.HedgeMinDelay, Redact: g.Redactor, Log: log}
+	if tracer != nil { // a nil *Tracer in the interface would not be nil
+		runner.Trace = tracer
+	}
 	g.runner = runner
 	apiOpts := api.Options{
 		Planner: planner, Runner: runner, Admission: g.Scheduler, Reports: store,
@@ -150,7 +162,7 @@ func New(ctx context.Context, cfg config.Config, routes *routes.Routes, log *slo
 		ReadBodyTimeout: cfg.ReadBodyTimeout,
 		AdminToken:      cfg.AdminToken, Redactor: g.Redactor, PProf: bool(cfg.PProf), Logger: log,
 		Metrics: g.Metrics.Handler(), Observe: g.Metrics, AccessLog: bool(cfg.AccessLog),
-		Budgets: g.Budgets, AdminReadToken: cfg.AdminReadToken,
+		Budgets: g.Budgets, AdminReadToken: cfg.AdminReadToken, Tracer: tracer, TraceURL: cfg.TraceURL,
 	}
 	if g.keys.cache != nil {
 		apiOpts.Keys, apiOpts.KeyStore, apiOpts.KeySync = g.keys.cache, g.keys.store, g.keys.syncer
@@ -268,6 +280,10 @@ func (g *Gateway) Close(ctx context.Context) {
 	}
 	if err := g.Scheduler.Close(ctx); err != nil {
 		g.Log.Warn("admission close", "err", err)
+	}
+	// Every attempt, lost hedges' included, has made its span by now.
+	if err := g.Tracer.Shutdown(ctx); err != nil {
+		g.Log.Warn("trace export close", "err", err)
 	}
 	// Every request has settled its budget by now; before the quota
 	// store closes the Redis client the budgets share.

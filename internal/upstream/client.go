@@ -99,6 +99,9 @@ type Call struct {
 	// caller's clock (the attempt loop's), so one request's times agree.
 	// Nil is the process clock.
 	Clock interface{ Now() time.Time }
+	// Traceparent and Tracestate, when set, are the W3C trace context
+	// sent to a provider whose routes entry sets propagate_trace.
+	Traceparent, Tracestate string
 	// gemini: the call goes to a gemini provider (set by Build), whose
 	// error bodies say what a status alone does not (geminiStatus).
 	gemini bool
@@ -143,6 +146,12 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 		h["Idempotency-Key"] = nil
 	}
 	h.Set("Content-Type", "application/json")
+	if call.Traceparent != "" {
+		h.Set("Traceparent", call.Traceparent)
+		if call.Tracestate != "" {
+			h.Set("Tracestate", call.Tracestate)
+		}
+	}
 	switch {
 	case call.Stream && call.bedrock:
 		h.Set("Accept", EventStreamContentType)

@@ -114,7 +114,7 @@ export class RequestView {
     const sig = JSON.stringify(tl);
     if (this.sig === sig) return;
     this.sig = sig;
-    this.renderSummary(tl.request);
+    this.renderSummary(tl.request, tl.trace_url);
     const t0 = ms(tl.request.created_at);
     swapIfChanged(this.chart, sig, () => timeline(tl));
     reconcile(this.tbody, tl.candidates, (c) => `${c.candidate_index}.${c.retry_index}`,
@@ -151,7 +151,13 @@ export class RequestView {
       });
   }
 
-  renderSummary(r) {
+  // traceURL is the trace viewer's page of the request's trace, when the
+  // gateway has GATEWAY_TRACE_URL set (docs/tracing.md).
+  renderSummary(r, traceURL) {
+    let trace = r.trace_id ? h('span', { class: 'mono', text: r.trace_id }) : '–';
+    if (r.trace_id && traceURL) {
+      trace = h('a', { class: 'mono', href: traceURL, target: '_blank', rel: 'noopener noreferrer', text: r.trace_id });
+    }
     const items = [
       ['Status', badge(r.status)], ['Code', r.status_code ?? '–'], ['Error type', r.error_type || '–'],
       ['Model', r.model], ['Route', r.route + (r.stream ? ' (stream)' : '')], ['Client', r.client || '–'],
@@ -162,8 +168,9 @@ export class RequestView {
       ['Cost', h('span', { id: 'request-cost', text: r.cost_usd === null || r.cost_usd === undefined ? 'unknown' : fmtUSD(r.cost_usd, r.usage_estimated) })],
       ['Team', r.team || '–'],
       ['Client request id', r.client_request_id || '–'],
+      ['Trace', trace],
     ];
-    swapIfChanged(this.summary, JSON.stringify(r), () => items.map(([k, v]) =>
+    swapIfChanged(this.summary, JSON.stringify(r) + (traceURL || ''), () => items.map(([k, v]) =>
       h('div', {}, h('dt', { text: k }), h('dd', {}, v))));
     setAttr(this.summary, 'data-status', r.status);
   }
