@@ -155,7 +155,7 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 	}
 	// The client's own credentials were filtered out above whatever the
 	// style; with AuthNone the provider gets none at all.
-	var token string      // the access token sent, for Refused
+	var token string             // the access token sent, for Refused
 	var awsCreds aws.Credentials // the credentials signed with, for redactAWS
 	switch call.Auth.Style {
 	case AuthAWS:
