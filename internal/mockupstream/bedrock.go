@@ -116,7 +116,12 @@ func (s *Server) checkSigV4(r *http.Request, body []byte) (key, typ, msg string)
 		return "", "InvalidSignatureException", err.Error()
 	}
 	if mm := sigV4Auth.FindStringSubmatch(req.Header.Get("Authorization")); mm == nil || mm[6] != sig || mm[5] != signed {
-		return "", "InvalidSignatureException", "The request signature we calculated does not match the signature you provided."
+		// AWS quotes the canonical request it expected, signed header
+		// values (the session token among them) included: a gateway must
+		// not keep or show this text as it came.
+		return "", "InvalidSignatureException", "The request signature we calculated does not match the signature you provided. " +
+			"The Canonical String for this request should have been 'POST\n" + r.URL.EscapedPath() + "\n\nx-amz-security-token:" +
+			r.Header.Get("X-Amz-Security-Token") + "\n' and the credential was '" + m[1] + "/" + m[2] + "'"
 	}
 	return key, "", ""
 }

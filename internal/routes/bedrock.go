@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -48,6 +49,13 @@ func (v *validator) bedrockBlock(p *ProviderConfig, path string) error {
 		return v.fail(fp, " is required for format bedrock, like us-east-1%s", v.exp[fp].origin())
 	case !awsRegion.MatchString(r):
 		return v.fail(fp, ": %s is not an AWS region (like us-east-1)%s", quoteShort(r), v.exp[fp].origin())
+	}
+	for i, h := range p.ForwardHeaders {
+		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(h)), "x-amz-") {
+			// The signer's own headers (X-Amz-Date, X-Amz-Security-Token):
+			// a client's value would be signed with the gateway's keys.
+			return v.fail(fmt.Sprintf("%s.forward_headers[%d]", path, i), ": %s is never forwarded to format bedrock (SigV4's own headers)", quoteShort(h))
+		}
 	}
 	a := &p.AWS
 	id, key, tok := strings.TrimSpace(a.AccessKeyID.Reveal()), strings.TrimSpace(a.SecretAccessKey.Reveal()), strings.TrimSpace(a.SessionToken.Reveal())

@@ -65,6 +65,8 @@ func TestParseBedrockErrors(t *testing.T) {
 		{"secret alone", bedrockYAML("us-east-1", "    aws: { secret_access_key: x }\n"), nil, "providers[0].aws.access_key_id is required"},
 		{"api keys", bedrockYAML("us-east-1", "    api_keys: [k]\n"), nil, "providers[0].api_keys: auth aws_sigv4 sends no key"},
 		{"other auth", bedrockYAML("us-east-1", "    auth: bearer\n"), nil, "providers[0].auth: format bedrock takes auth aws_sigv4"},
+		{"x-amz header", bedrockYAML("us-east-1", "    forward_headers: [X-Amz-Security-Token]\n"), nil,
+			`providers[0].forward_headers[0]: "X-Amz-Security-Token" is never forwarded to format bedrock`},
 		{"unknown aws field", bedrockYAML("us-east-1", "    aws: { secret_key: x }\n"), nil, `providers[0].aws: unknown field "secret_key"`},
 		{"bedrock on openai", []byte(`
 providers:

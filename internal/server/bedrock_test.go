@@ -260,10 +260,34 @@ func TestBedrockThrottleKeyScoped(t *testing.T) {
 
 // TestBedrockCredentialsNeverShown: the AWS secret key and session token
 // appear in no client answer, row, admin answer or log line, whatever the
-// provider answered.
+// provider answered: a success, a 403, a relayed 400, an exception frame
+// after the commit, and a refused signature whose message quotes the
+// session token, as AWS's do. Each on a gateway of its own, as a 403
+// cools the credentials for the rest.
 func TestBedrockCredentialsNeverShown(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		b         mockupstream.Behavior
+		badSecret bool
+		kept      string // a text some row must hold, so the checks are not vacuous
+	}{
+		{"success", mockupstream.Behavior{}, false, ""},
+		{"403", mockupstream.Behavior{Status: http.StatusForbidden}, false, "mock error"},
+		{"400", mockupstream.Behavior{Status: http.StatusBadRequest}, false, "Malformed input"},
+		{"exception after commit", mockupstream.Behavior{ErrorAfterChunks: 2}, false, ""},
+		{"refused signature", mockupstream.Behavior{}, true, "Canonical String"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { bedrockLeaks(t, tc.b, tc.badSecret, tc.kept) })
+	}
+}
+
+func bedrockLeaks(t *testing.T, b mockupstream.Behavior, badSecret bool, kept string) {
 	log := &syncBuffer{}
-	g := start(t, bedrockSetup(setup{log: log}))
+	s := bedrockSetup(setup{log: log, primary: b})
+	if badSecret {
+		s.prepare = func(g *gateway) { g.Primary.EnableBedrock("us-east-1", brKeyID, "not-the-secret", brToken) }
+	}
+	g := start(t, s)
 	check := func(what, s string) {
 		t.Helper()
 		for _, v := range []string{brSecret, brToken, brSecret[:16], brToken[:16]} {
@@ -273,20 +297,19 @@ func TestBedrockCredentialsNeverShown(t *testing.T) {
 		}
 	}
 	var ids []string
-	for _, b := range []mockupstream.Behavior{{}, {Status: http.StatusForbidden}, {Status: http.StatusBadRequest}, {ErrorAfterChunks: 2}} {
-		b.Identity = "primary"
-		g.Primary.SetBehavior(b)
-		for _, stream := range []bool{false, true} {
-			resp, body, _ := g.postStream(t, "/v1/chat/completions", brChat("claude-br", stream, ""))
-			check("the answer", string(body))
-			for k, v := range resp.Header {
-				check("the answer's header "+k, strings.Join(v, ","))
-			}
-			ids = append(ids, resp.Header.Get("X-Request-Id"))
+	for _, stream := range []bool{false, true} {
+		resp, body, _ := g.postStream(t, "/v1/chat/completions", brChat("claude-br", stream, ""))
+		check("the answer", string(body))
+		for k, v := range resp.Header {
+			check("the answer's header "+k, strings.Join(v, ","))
 		}
+		ids = append(ids, resp.Header.Get("X-Request-Id"))
 	}
+	var allRows string
 	for _, id := range ids {
-		check("the rows of "+id, g.rowsText(t, id))
+		rows := g.rowsText(t, id)
+		allRows += rows
+		check("the rows of "+id, rows)
 		_, b := g.get(t, "/admin/requests/"+id, true)
 		check("/admin/requests/"+id, string(b))
 	}
@@ -296,6 +319,9 @@ func TestBedrockCredentialsNeverShown(t *testing.T) {
 	}
 	g.shutdown(t)
 	check("the gateway's log", log.String())
+	if !strings.Contains(allRows, kept) {
+		t.Fatalf("no row holds %q: the checks above prove little\n%s", kept, allRows)
+	}
 }
 
 // TestBedrockSDKs: the official OpenAI and Anthropic clients, streamed,

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -91,15 +92,16 @@ func (s *AWSSigner) provider(ctx context.Context) (aws.CredentialsProvider, erro
 // Sign adds SigV4's Authorization, X-Amz-Date and (with a session token)
 // X-Amz-Security-Token to req for body. Every header on req is signed, so
 // it runs after the last one was set. An error is the credentials' (none
-// found, a role that cannot be assumed): nothing was sent.
-func (s *AWSSigner) Sign(ctx context.Context, req *http.Request, body []byte) error {
+// found, a role that cannot be assumed): nothing was sent. It returns the
+// credentials signed with, for Redact.
+func (s *AWSSigner) Sign(ctx context.Context, req *http.Request, body []byte) (aws.Credentials, error) {
 	p, err := s.provider(ctx)
 	if err != nil {
-		return err
+		return aws.Credentials{}, err
 	}
 	c, err := p.Retrieve(ctx)
 	if err != nil {
-		return err
+		return aws.Credentials{}, err
 	}
 	sum := sha256.Sum256(body)
 	// A header the transport will not send (a nil value: Idempotency-Key,
@@ -116,5 +118,19 @@ func (s *AWSSigner) Sign(ctx context.Context, req *http.Request, body []byte) er
 	for _, k := range hidden {
 		req.Header[k] = nil
 	}
-	return err
+	return c, err
+}
+
+// redactAWS removes c's values from a provider's error body. AWS's
+// signature errors quote the canonical request they expected, signed
+// headers and all, so a 403 may hold the session token; credentials from
+// the chain (a role's) are not among the configured secrets the gateway's
+// redactor knows, so they are removed here, where they are known.
+func redactAWS(body []byte, c aws.Credentials) []byte {
+	for _, v := range []string{c.SessionToken, c.SecretAccessKey, c.AccessKeyID} {
+		if len(v) >= 8 && bytes.Contains(body, []byte(v)) {
+			body = bytes.ReplaceAll(body, []byte(v), []byte("REDACTED"))
+		}
+	}
+	return body
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/llmgw/gateway/internal/secret"
 )
 
@@ -162,11 +164,13 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 	}
 	// The client's own credentials were filtered out above whatever the
 	// style; with AuthNone the provider gets none at all.
-	var token string // the access token sent, for Refused
+	var token string             // the access token sent, for Refused
+	var awsCreds aws.Credentials // the credentials signed with, for redactAWS
 	switch call.Auth.Style {
 	case AuthAWS:
 		// Last, so every header above is signed.
-		if err := call.Auth.AWS.Sign(ctx, req, call.Body); err != nil {
+		var err error
+		if awsCreds, err = call.Auth.AWS.Sign(ctx, req, call.Body); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -213,6 +217,9 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	resp.Body.Close()
+	if call.Auth.Style == AuthAWS {
+		body = redactAWS(body, awsCreds)
+	}
 	if token != "" && resp.StatusCode == http.StatusUnauthorized {
 		// A token refused before its expiry (revoked, the key deleted):
 		// the next attempt gets a new one instead of this one for the

@@ -71,8 +71,10 @@ func formatForwarding(format string) Forwarding {
 	switch format {
 	case FormatAnthropic:
 		return Forwarding{content: []string{"Anthropic-Version"}, chosen: []string{"Anthropic-Beta"}}
-	case FormatGemini, FormatVertex:
-		return Forwarding{} // OpenAI-Beta means nothing to Gemini
+	case FormatGemini, FormatVertex, FormatBedrock:
+		// OpenAI-Beta means nothing to Gemini or Bedrock (and a bedrock
+		// request's every header is signed).
+		return Forwarding{}
 	}
 	return Forwarding{chosen: []string{"Openai-Beta"}}
 }
