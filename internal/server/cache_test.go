@@ -151,3 +151,51 @@ func TestCacheCollapseLeaderFails(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheScope protects privacy: with scope client an answer is never
+// served to another client, not even a teammate; with team it is served
+// within the team only; with shared to every client of the route.
+func TestCacheScope(t *testing.T) {
+	const tokA, tokB, tokC = "sk-client-a-7f1", "sk-client-b-2c9", "sk-client-c-5d3" // a and b: team t; c: none
+	tests := []struct {
+		scope string
+		hits  map[string]bool // token -> served from a's stored answer
+	}{
+		{"client", map[string]bool{tokB: false, tokC: false}},
+		{"team", map[string]bool{tokB: true, tokC: false}},
+		{"shared", map[string]bool{tokB: true, tokC: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scope, func(t *testing.T) {
+			g := start(t, setup{routes: `
+providers:
+  - { name: primary, base_url: "%[1]s/v1", api_keys: ["${PRIMARY_KEY}"], max_concurrency: 8 }
+  - { name: backup, base_url: "%[2]s/v1", api_keys: ["${BACKUP_KEY}"], max_concurrency: 8 }
+%[3]s
+models:
+  - { name: gpt-4o-mini, cache: { scope: ` + tt.scope + ` }, candidates: [{ provider: primary }] }
+teams:
+  - { name: t }
+clients:
+  - { name: a, key_sha256: "` + sha(tokA) + `", team: t }
+  - { name: b, key_sha256: "` + sha(tokB) + `", team: t }
+  - { name: c, key_sha256: "` + sha(tokC) + `" }
+`})
+			if resp, body := g.post(t, chatBody(false), "Authorization", "Bearer "+tokA); resp.Header.Get("X-Gateway-Cache") != "miss" {
+				t.Fatalf("a: status %d, x-gateway-cache %q: %s", resp.StatusCode, resp.Header.Get("X-Gateway-Cache"), body)
+			}
+			if resp, _ := g.post(t, chatBody(false), "Authorization", "Bearer "+tokA); resp.Header.Get("X-Gateway-Cache") != "hit" {
+				t.Errorf("a's repeat: x-gateway-cache %q, want hit", resp.Header.Get("X-Gateway-Cache"))
+			}
+			for _, tok := range []string{tokB, tokC} {
+				resp, body := g.post(t, chatBody(false), "Authorization", "Bearer "+tok)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("%s: status %d: %s", tok, resp.StatusCode, body)
+				}
+				if got := resp.Header.Get("X-Gateway-Cache") == "hit"; got != tt.hits[tok] {
+					t.Errorf("scope %s, client %s: hit %v, want %v", tt.scope, tok[:12], got, tt.hits[tok])
+				}
+			}
+		})
+	}
+}
