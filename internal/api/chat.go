@@ -32,10 +32,11 @@ type apiHandler struct {
 }
 
 func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req, tc, res := h.s.prepare(w, r, h.route)
+	req, tc, res, cs := h.s.prepare(w, r, h.route)
 	if req == nil {
 		return
 	}
+	w = cs.wrap(w) // nil cs (no cache): w itself
 	// r.Context() descends from BaseContext, so HardStop reaches it with the
 	// shutdown cause without a per-request context layer. Nothing runs
 	// between Run handing out the committed attempt and relay, which owns
@@ -45,6 +46,7 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out = h.s.relay(w, a, tc, req.CostInUsage)
 	}
 	abort := h.s.finish(w, r, req, out)
+	h.s.cacheFinish(r.Context(), cs, out)
 	tc.finish(out)
 	if res != nil && !abort {
 		// The answer is whole: send what net/http still buffers before the
@@ -66,50 +68,50 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // readies the count of its tokens against the client's rate, from the same
 // routes file as the plan. It answers the client itself and returns nil
 // when the request is refused.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.Route) (*candidates.Request, *tokenCount, *budget.Reservation) {
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.Route) (*candidates.Request, *tokenCount, *budget.Reservation, *cacheState) {
 	received := s.opts.Runner.Now() // the loop's clock: the records and deadlines are on it
 	rj := rejecter{s: s, w: w, r: r, route: route, received: received}
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")
 		rj.reject(http.StatusServiceUnavailable, typeServer, codeShuttingDown, "", "the gateway is shutting down")
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	rt := s.routing.Load() // one routes file for the whole request
 	who, ok, msg := s.authenticate(rt, r.Header)
 	if !ok {
 		rj.reject(http.StatusUnauthorized, typeAuthentication, codeInvalidAPIKey, "", msg)
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	clientName, ceiling, limits := who.name, who.ceiling, who.limits
 	prio, err := requestPriority(r.Header.Get(priorityHeader), ceiling)
 	if err != nil {
 		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	asked, err := requestDeadline(r.Header.Get(deadlineHeader))
 	if err != nil {
 		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, "", err.Error())
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	body, err := s.readBody(w, r)
 	if err != nil {
 		status, code, msg := bodyReadError(err)
 		rj.reject(status, typeInvalidRequest, code, "", msg)
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	chat, err := upstream.ParseRequest(route, body)
 	if err != nil {
 		var re *upstream.RequestError
 		errors.As(err, &re)
 		rj.reject(http.StatusBadRequest, typeInvalidRequest, codeInvalidRequest, re.Param, re.Message)
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if !who.allows(chat.Model) {
 		// Before planning: a key learns nothing of the models outside its
 		// list, not even whether they exist.
 		rj.reject(http.StatusForbidden, typePermission, codeModelNotAllowed, "model",
 			"this API key may not use the model '"+chat.Model+"'")
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	planStart := time.Now()
 	policy, plan, err := rt.Planner.PlanRoute(chat.Model, route)
@@ -120,17 +122,25 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 			msg = "the model '" + chat.Model + "' has no provider that serves " + r.URL.Path
 		}
 		rj.reject(http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model", msg)
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if !checkFirst(rj, chat, &plan[0]) {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if !s.countRate(rj, clientName, limits) {
-		return nil, nil, nil
+		return nil, nil, nil, nil
+	}
+	var cs *cacheState
+	if policy.Cache != nil {
+		var served bool
+		if cs, served = s.cacheLookup(rj, policy.Cache, chat, body, clientName, limits.team, limits.costInUsage); served {
+			return nil, nil, nil, nil
+		}
 	}
 	res, ok := s.reserve(rj, limits.owners, estimateMicros(chat, &plan[0], int64(policy.TokensEstimate)))
 	if !ok {
-		return nil, nil, nil
+		cs.abandon()
+		return nil, nil, nil, nil
 	}
 	req := &candidates.Request{
 		ID: requestID(r.Context()), ClientRequestID: clientRequestID(r.Context()),
@@ -145,7 +155,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 	if d := shorter(policy.Deadline, asked); d > 0 {
 		req.Deadline = received.Add(d)
 	}
-	return req, s.newTokenCount(r.Context(), clientName, limits), res
+	return req, s.newTokenCount(r.Context(), clientName, limits), res, cs
 }
 
 // checkFirst translates the request for its first candidate, when that

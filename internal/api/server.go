@@ -79,6 +79,7 @@ type Options struct {
 	Rates              RateCounter    // counts clients' rate limits; nil: none are enforced
 	Quota              QuotaState     // shared limits' state for /readyz; nil: limits are local
 	Routes             *routes.Routes // the routes file Planner and Clients came from; optional
+	CacheStore         CacheStore     // cached routes' answers; nil: in process, DefaultCacheMaxBytes
 	Config             ConfigSource   // GET /admin/config; nil: 404
 	MaxRequestBytes    int64
 	StreamWriteTimeout time.Duration // bounds one write of an answer, stream or body; 0: none
@@ -144,6 +145,7 @@ type Server struct {
 	hardStop context.Context         // parent of every request context; cancelled with candidates.ErrShutdown when the grace ends
 	stopAll  context.CancelCauseFunc
 	access   *accessLog // nil when off
+	cache    responseCache
 }
 
 // New builds the router.

@@ -115,6 +115,7 @@ type route struct {
 	hedge        Hedge
 	resume       int // continuations a cut stream may start (Request.Resume)
 	tokens       int // max_tokens_estimate (Policy.TokensEstimate)
+	cache        *routes.CacheConfig
 }
 
 // Planner turns a model name into ordered candidates. It is safe for
@@ -176,7 +177,7 @@ func NewPlanner(r *routes.Routes, opts PlannerOptions) (*Planner, error) {
 	for i := range r.Models {
 		mc := &r.Models[i]
 		rt := &route{name: mc.Name, leastLatency: mc.Strategy == routes.StrategyLeastLatency, deadline: time.Duration(mc.Deadline),
-			resume: mc.Resume.Attempts, tokens: mc.TokensEstimate()}
+			resume: mc.Resume.Attempts, tokens: mc.TokensEstimate(), cache: mc.Cache}
 		if h := mc.Hedge; h.Max > 0 {
 			after, quantile := h.Delay()
 			rt.hedge = Hedge{After: after, Quantile: quantile, Max: h.Max}
@@ -371,6 +372,8 @@ type Policy struct {
 	// TokensEstimate is the output a request without max_tokens is
 	// expected to produce: its budget reservation (max_tokens_estimate).
 	TokensEstimate int
+	// Cache is the route's response cache (docs/cache.md); nil: off.
+	Cache *routes.CacheConfig
 }
 
 // Hedge is a route's hedging: start the next candidate too once the running
@@ -407,7 +410,7 @@ func (p *Planner) PlanRoute(model string, cr upstream.Route) (Policy, []Candidat
 	if rt.size[cr] == 0 {
 		return Policy{}, nil, ErrRouteNotServed
 	}
-	return Policy{Deadline: rt.deadline, Hedge: rt.hedge, Resume: rt.resume, TokensEstimate: rt.tokens}, p.plan(rt, cr), nil
+	return Policy{Deadline: rt.deadline, Hedge: rt.hedge, Resume: rt.resume, TokensEstimate: rt.tokens, Cache: rt.cache}, p.plan(rt, cr), nil
 }
 
 func (p *Planner) plan(rt *route, cr upstream.Route) []Candidate {

@@ -65,6 +65,26 @@ func TestParseRoutesErrorMessages(t *testing.T) {
 			path: "models[0].resume.attempts", want: `line 17: models[0].resume.attempts must be between 0 and 3, got -1`,
 		},
 		{
+			name: "cache scope unknown", from: "  - name: gpt-4o-mini\n", to: "  - name: gpt-4o-mini\n    cache: { scope: teams }\n",
+			path: "models[0].cache.scope", want: `line 17: models[0].cache.scope: "teams" is unknown (known: client, team, shared) (did you mean "team"?)`,
+		},
+		{
+			name: "cache ttl below a second", from: "  - name: gpt-4o-mini\n", to: "  - name: gpt-4o-mini\n    cache: { ttl: 10ms }\n",
+			path: "models[0].cache.ttl", want: `line 17: models[0].cache.ttl must be between 1s and 168h (7 days), got 10ms`,
+		},
+		{
+			name: "cache entry size not a size", from: "  - name: gpt-4o-mini\n", to: "  - name: gpt-4o-mini\n    cache: { max_entry_bytes: 1MB }\n",
+			path: "models[0].cache.max_entry_bytes", want: `line 17: models[0].cache.max_entry_bytes: "1MB" is not a byte count (write it like 1048576, 512KiB or 1MiB)`,
+		},
+		{
+			name: "cache entry size above 16MiB", from: "  - name: gpt-4o-mini\n", to: "  - name: gpt-4o-mini\n    cache: { max_entry_bytes: 32MiB }\n",
+			path: "models[0].cache.max_entry_bytes", want: `line 17: models[0].cache.max_entry_bytes must be between 1 and 16MiB, got 33554432`,
+		},
+		{
+			name: "cache misspelt field", from: "  - name: gpt-4o-mini\n", to: "  - name: gpt-4o-mini\n    cache: { tll: 1m }\n",
+			path: "models[0].cache", want: `line 17: models[0].cache: unknown field "tll" (did you mean "ttl"?)`,
+		},
+		{
 			name: "prefill on an anthropic provider", from: "    format: openai\n", to: "    format: anthropic\n    prefill: true\n",
 			path: "providers[1].prefill", want: `line 12: providers[1].prefill applies only to format openai (an anthropic provider takes a prefill natively)`,
 		},

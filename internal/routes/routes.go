@@ -225,8 +225,11 @@ type ModelConfig struct {
 	// MaxTokensEstimate is the output tokens reserved against a budget
 	// for a request that sets no max_tokens (TokensEstimate): 1..1e7,
 	// absent for DefaultMaxTokensEstimate.
-	MaxTokensEstimate int           `yaml:"max_tokens_estimate"`
-	Candidates        []EntryConfig `yaml:"candidates"`
+	MaxTokensEstimate int `yaml:"max_tokens_estimate"`
+	// Cache, when set, serves repeats of a request from a stored answer
+	// (CacheConfig, docs/cache.md). Nil: off.
+	Cache      *CacheConfig  `yaml:"cache"`
+	Candidates []EntryConfig `yaml:"candidates"`
 }
 
 // ResumeConfig is a model route's resume of cut streams.

@@ -2,6 +2,7 @@ package routes
 
 import (
 	"testing"
+	"time"
 )
 
 const validRoutes = `
@@ -46,5 +47,32 @@ func TestParseRoutesValid(t *testing.T) {
 	}
 	if r.Clients[0].Priority != "interactive" || r.Clients[0].KeySHA256[0] != 'e' {
 		t.Fatalf("client defaults: %+v", r.Clients[0])
+	}
+}
+
+// TestCacheDefaults protects what an operator gets from a bare cache block:
+// scope client, a 10m TTL and a 1MiB entry bound; a route without one has
+// no cache (nil), which keeps its hot path free of cache work.
+func TestCacheDefaults(t *testing.T) {
+	r, err := Parse([]byte(`providers:
+  - { name: p, base_url: "http://127.0.0.1:1/v1", auth: none, max_concurrency: 1 }
+models:
+  - { name: a, cache: {}, candidates: [{ provider: p }] }
+  - { name: b, cache: { ttl: 30s, max_entry_bytes: 64KiB, scope: shared }, candidates: [{ provider: p }] }
+  - { name: c, candidates: [{ provider: p }] }
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*CacheConfig{
+		{TTL: Duration(DefaultCacheTTL), MaxEntryBytes: DefaultCacheMaxEntryBytes, Scope: CacheScopeClient},
+		{TTL: Duration(30 * time.Second), MaxEntryBytes: 64 << 10, Scope: CacheScopeShared},
+		nil,
+	}
+	for i, w := range want {
+		got := r.Models[i].Cache
+		if (got == nil) != (w == nil) || (got != nil && *got != *w) {
+			t.Errorf("models[%d].cache = %+v, want %+v", i, got, w)
+		}
 	}
 }

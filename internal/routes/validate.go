@@ -97,6 +97,11 @@ func (v *validator) validate(r *Routes) error {
 		if err := v.maxTokensEstimate(m, path+".max_tokens_estimate"); err != nil {
 			return err
 		}
+		if m.Cache != nil {
+			if err := v.cache(m.Cache, path+".cache"); err != nil {
+				return err
+			}
+		}
 		if len(m.Candidates) == 0 {
 			return v.fail(path+".candidates", " must list at least one entry")
 		}
