@@ -170,11 +170,13 @@ func (s *Server) cacheFinish(ctx context.Context, cs *cacheState, out *candidate
 	}
 	if cs.flight != nil {
 		cs.flight.Done(e, ok)
+		cs.flight = nil
 	}
 }
 
 // abandon ends a led flight of a request that will not call a provider
-// (its budget refused it): the waiters try themselves.
+// (its budget refused it), or whose handler panicked before its finish:
+// the waiters try themselves. A no-op once the flight ended.
 func (cs *cacheState) abandon() {
 	if cs != nil && cs.flight != nil {
 		cs.flight.Done(cache.Entry{}, false)

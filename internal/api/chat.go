@@ -36,6 +36,11 @@ func (h apiHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req == nil {
 		return
 	}
+	if cs != nil {
+		// A handler that panics past this point still ends its flight:
+		// the requests waiting on it must not wait for their deadlines.
+		defer cs.abandon()
+	}
 	w = cs.wrap(w) // nil cs (no cache): w itself
 	// r.Context() descends from BaseContext, so HardStop reaches it with the
 	// shutdown cause without a per-request context layer. Nothing runs
