@@ -155,6 +155,8 @@ func (e *Endpoint) Translates(r Route) bool {
 		return e.Format == FormatOpenAI || e.isGemini()
 	case RouteEmbeddings:
 		return e.isGemini()
+	case RouteResponses: // through the chat form (responses.go)
+		return e.Format == FormatAnthropic || e.isGemini()
 	}
 	return false
 }
@@ -181,15 +183,15 @@ func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, hea
 	case FormatAnthropic:
 		e.URLs[RouteChat] = at("/messages")
 		e.URLs[RouteMessages] = e.URLs[RouteChat]
+		e.URLs[RouteResponses] = e.URLs[RouteChat]
 		e.Defaults = http.Header{"Anthropic-Version": {AnthropicVersion}}
 	case FormatGemini, FormatVertex:
-		// Chat and Anthropic clients reach generateContent through the
-		// OpenAI form, embeddings batchEmbedContents; the Responses API
-		// is not translated, so that route is not served (the planner
-		// leaves such candidates out). URLs hold the models collection,
-		// which is what check-config shows; Build makes the method's URL.
+		// Chat, Anthropic and Responses clients reach generateContent
+		// through the OpenAI form, embeddings batchEmbedContents. URLs
+		// hold the models collection, which is what check-config shows;
+		// Build makes the method's URL.
 		base := at("/models")
-		e.URLs[RouteChat], e.URLs[RouteMessages] = base, base
+		e.URLs[RouteChat], e.URLs[RouteMessages], e.URLs[RouteResponses] = base, base, base
 		if format == FormatGemini {
 			// Vertex embeds through :predict, a body of its own: not
 			// served, so the planner leaves vertex candidates out.
