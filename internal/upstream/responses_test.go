@@ -3,6 +3,7 @@ package upstream
 import (
 	"errors"
 	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -150,5 +151,25 @@ func TestResponsesReaderCut(t *testing.T) {
 	}
 	if out, err = rd.End(out); !errors.Is(err, ErrEndedEarly) || strings.Contains(string(out), "response.completed") {
 		t.Fatalf("%v %s", err, out)
+	}
+}
+
+// TestResponsesRelayed: a translated provider's client fault reaches a
+// Responses client as OpenAI's error object, with the provider's message
+// and status.
+func TestResponsesRelayed(t *testing.T) {
+	r, _ := ParseRequest(RouteResponses, []byte(`{"model":"m","input":"hi"}`))
+	for _, tc := range []struct {
+		ep   *Endpoint
+		body string
+	}{
+		{testEndpoint(t, FormatAnthropic, Auth{}), `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long"}}`},
+		{geminiEndpoint(t, "https://g.example/v1beta", nil), `{"error":{"code":400,"message":"prompt is too long","status":"INVALID_ARGUMENT"}}`},
+	} {
+		se := &StatusError{Code: 400, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(tc.body)}
+		r.Relayed(tc.ep, se)
+		if se.Code != 400 || string(se.Body) != `{"error":{"message":"prompt is too long","type":"invalid_request_error","param":null,"code":null}}` {
+			t.Errorf("%s: %d %s", tc.ep.Format, se.Code, se.Body)
+		}
 	}
 }
