@@ -31,6 +31,7 @@ targets=(
   "./internal/upstream/anthropic FuzzAppendString"
   "./internal/upstream/anthropicclient FuzzStreamTranslator"
   "./internal/upstream/anthropicclient FuzzMessagesToChat"
+  "./internal/upstream/responsesclient FuzzStreamTranslator"
   "./internal/jsontext FuzzAppendString"
   "./internal/jsontext FuzzValid"
   "./internal/report FuzzCleanMessage"

@@ -103,7 +103,8 @@ models:
 // TestEmbeddingsAndResponses: both pass through to openai providers with
 // failover (a primary answering 500), streamed and not for responses, and
 // are recorded with their route and usage; a model whose providers are all
-// anthropic cannot serve them and says so with 404.
+// anthropic cannot serve embeddings and says so with 404, and serves
+// responses through the chat form.
 func TestEmbeddingsAndResponses(t *testing.T) {
 	_, brokenURL := mockServer(t, mockupstream.Behavior{Identity: "broken", Status: http.StatusInternalServerError})
 	backup, backupURL := mockServer(t, mockupstream.Behavior{Identity: "backup", Chunks: 3})
@@ -117,6 +118,10 @@ providers:
 models:
   - name: m
     candidates: [{ provider: claude }, { provider: broken, priority: 1 }, { provider: backup, priority: 2, model: up-m }]
+  # responses: the anthropic candidate would serve it (translated), so the
+  # pass-through's failover is tested without it
+  - name: m-oa
+    candidates: [{ provider: broken }, { provider: backup, priority: 1, model: up-m }]
   - name: claude-only
     candidates: [{ provider: claude }]
 `)
@@ -125,8 +130,8 @@ models:
 		stream                  bool
 	}{
 		{"embeddings", "/v1/embeddings", `{"model":"m","input":["hello","world"]}`, "embeddings", false},
-		{"responses", "/v1/responses", `{"model":"m","input":"hello"}`, "responses", false},
-		{"responses stream", "/v1/responses", `{"model":"m","input":"hello","stream":true}`, "responses", true},
+		{"responses", "/v1/responses", `{"model":"m-oa","input":"hello"}`, "responses", false},
+		{"responses stream", "/v1/responses", `{"model":"m-oa","input":"hello","stream":true}`, "responses", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,12 +166,15 @@ models:
 			}
 		})
 	}
-	for _, path := range []string{"/v1/embeddings", "/v1/responses"} {
-		resp, body := rawPost(t, g, path, `{"model":"claude-only","input":"x"}`)
-		if resp.StatusCode != http.StatusNotFound || jsonField(t, body, "error.code") != "model_not_found" ||
-			!strings.Contains(jsonField(t, body, "error.message").(string), path) {
-			t.Fatalf("%s on an anthropic-only model: %d %s", path, resp.StatusCode, body)
-		}
+	resp, body := rawPost(t, g, "/v1/embeddings", `{"model":"claude-only","input":"x"}`)
+	if resp.StatusCode != http.StatusNotFound || jsonField(t, body, "error.code") != "model_not_found" ||
+		!strings.Contains(jsonField(t, body, "error.message").(string), "/v1/embeddings") {
+		t.Fatalf("/v1/embeddings on an anthropic-only model: %d %s", resp.StatusCode, body)
+	}
+	resp, body = rawPost(t, g, "/v1/responses", `{"model":"claude-only","input":"x"}`)
+	if resp.StatusCode != http.StatusOK || jsonField(t, body, "object") != "response" ||
+		!strings.Contains(string(body), "Hello from claude") {
+		t.Fatalf("/v1/responses on an anthropic-only model: %d %s", resp.StatusCode, body)
 	}
 	if m := scrapeSums(t, g.addr); m["gateway_requests_total"] < 5 {
 		t.Fatalf("requests counted: %v", m["gateway_requests_total"])

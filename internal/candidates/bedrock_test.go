@@ -27,7 +27,7 @@ models:
 	br := p.Providers()[0]
 	ep := br.Endpoint
 	const models = "https://bedrock-runtime.us-west-2.amazonaws.com/model"
-	if ep.URLs[upstream.RouteChat] != models || ep.URLs[upstream.RouteMessages] != models || ep.Serves(upstream.RouteEmbeddings) || ep.Serves(upstream.RouteResponses) {
+	if ep.URLs[upstream.RouteChat] != models || ep.URLs[upstream.RouteMessages] != models || ep.URLs[upstream.RouteResponses] != models || ep.Serves(upstream.RouteEmbeddings) {
 		t.Fatalf("urls %q", ep.URLs)
 	}
 	if ep.Auth.Style != upstream.AuthAWS || ep.Auth.AWS == nil || ep.Auth.AWS.Region != "us-west-2" {

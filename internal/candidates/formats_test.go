@@ -54,7 +54,7 @@ func TestProviderEndpoints(t *testing.T) {
 			[upstream.NumRoutes]string{"http://oa.example/v1/chat/completions", "http://oa.example/v1/chat/completions", "http://oa.example/v1/embeddings", "http://oa.example/v1/responses"},
 			"", 0, 1},
 		{"an", upstream.Auth{Style: upstream.AuthXAPIKey},
-			[upstream.NumRoutes]string{"https://an.example/v1/messages", "https://an.example/v1/messages", "", ""},
+			[upstream.NumRoutes]string{"https://an.example/v1/messages", "https://an.example/v1/messages", "", "https://an.example/v1/messages"},
 			upstream.AnthropicVersion, 1024, 1},
 		{"az", upstream.Auth{Style: upstream.AuthHeader, Header: "api-key"},
 			[upstream.NumRoutes]string{"https://az.example/openai/chat/completions?api-version=2024-10-21", "https://az.example/openai/chat/completions?api-version=2024-10-21",
@@ -64,7 +64,7 @@ func TestProviderEndpoints(t *testing.T) {
 			[upstream.NumRoutes]string{"http://127.0.0.1:8000/v1/chat/completions", "http://127.0.0.1:8000/v1/chat/completions", "http://127.0.0.1:8000/v1/embeddings", "http://127.0.0.1:8000/v1/responses"},
 			"", 0, 1},
 		{"an2", upstream.Auth{Style: upstream.AuthBearer},
-			[upstream.NumRoutes]string{"https://an2.example/v1/messages", "https://an2.example/v1/messages", "", ""},
+			[upstream.NumRoutes]string{"https://an2.example/v1/messages", "https://an2.example/v1/messages", "", "https://an2.example/v1/messages"},
 			upstream.AnthropicVersion, 0, 1},
 	}
 	for _, tt := range tests {
@@ -108,9 +108,9 @@ func TestPlanRouteByFormat(t *testing.T) {
 		{"mixed", upstream.RouteChat, "an oa"},
 		{"mixed", upstream.RouteMessages, "an oa"},
 		{"mixed", upstream.RouteEmbeddings, "oa"},
-		{"mixed", upstream.RouteResponses, "oa"},
+		{"mixed", upstream.RouteResponses, "an oa"}, // anthropic through the chat form
 		{"claude", upstream.RouteEmbeddings, ErrRouteNotServed.Error()},
-		{"claude", upstream.RouteResponses, ErrRouteNotServed.Error()},
+		{"claude", upstream.RouteResponses, "an2 an"},
 		{"local", upstream.RouteEmbeddings, "local az"},
 		{"nope", upstream.RouteChat, ErrModelNotFound.Error()},
 	}

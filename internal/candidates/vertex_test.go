@@ -49,7 +49,7 @@ models:
 	}
 	ep := vx.Endpoint
 	const models = "https://private.example/v1/projects/proj/locations/us-east5/publishers/google/models"
-	if ep.URLs[upstream.RouteChat] != models || ep.URLs[upstream.RouteMessages] != models || ep.Serves(upstream.RouteEmbeddings) || ep.Serves(upstream.RouteResponses) {
+	if ep.URLs[upstream.RouteChat] != models || ep.URLs[upstream.RouteMessages] != models || ep.Serves(upstream.RouteEmbeddings) || !ep.Serves(upstream.RouteResponses) {
 		t.Fatalf("urls %q", ep.URLs)
 	}
 	if ep.Auth.Style != upstream.AuthGoogle || ep.Auth.Tokens == nil {

@@ -156,15 +156,6 @@ func TestGeminiProvider(t *testing.T) {
 			t.Fatalf("embeddings key header %q", last.Header.Get("X-Goog-Api-Key"))
 		}
 	})
-
-	t.Run("responses not served", func(t *testing.T) {
-		resp, b, _ := g.postStream(t, "/v1/responses", `{"model":"gemini-only","input":"hi"}`)
-		// As for an anthropic provider: the route is not served, and the
-		// planner says so before any provider is tried.
-		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "serves /v1/responses") {
-			t.Fatalf("the Responses API on a gemini-only model answered %d: %s", resp.StatusCode, b)
-		}
-	})
 }
 
 // TestGeminiFailover: a gemini candidate answering 503, or 429

@@ -37,6 +37,12 @@ func (r *ChatRequest) toBedrock(ep *Endpoint, model string, x *translation) ([]b
 			return nil, err
 		}
 		chat = b
+	case RouteResponses:
+		b, err := responsesToChat(r.Body, model)
+		if err != nil {
+			return nil, err
+		}
+		chat = b
 	case RouteChat:
 	default:
 		return nil, &RequestError{Message: "this route is not translated for format bedrock"}
@@ -48,9 +54,9 @@ func (r *ChatRequest) toBedrock(ep *Endpoint, model string, x *translation) ([]b
 			return nil, &RequestError{Message: err.Error()}
 		}
 		re := &RequestError{Param: fe.Param, Message: fe.Message}
-		if r.Route == RouteMessages && re.Param != "" {
+		if r.Route != RouteChat && re.Param != "" {
 			// The field is the OpenAI form's, never named as if the
-			// Anthropic client had written it.
+			// Anthropic or Responses client had written it.
 			re.Message = "in the request's OpenAI form, " + re.Param + ": " + re.Message
 			re.Param = ""
 		}

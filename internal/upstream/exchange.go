@@ -68,11 +68,23 @@ type translation struct {
 // translate turns the client's body into ep's format.
 func (r *ChatRequest) translate(ep *Endpoint, model string) ([]byte, error) {
 	switch r.Route {
-	case RouteChat: // an OpenAI client, an anthropic provider
-		t, err := anthropic.ChatToMessages(r.Body, anthropic.Options{Model: model, MaxTokens: ep.DefaultMaxTokens})
+	case RouteChat, RouteResponses: // an OpenAI client, an anthropic provider
+		chat := r.Body
+		if r.Route == RouteResponses {
+			b, err := responsesToChat(r.Body, model)
+			if err != nil {
+				return nil, err
+			}
+			chat = b
+		}
+		t, err := anthropic.ChatToMessages(chat, anthropic.Options{Model: model, MaxTokens: ep.DefaultMaxTokens})
 		if err != nil {
 			var fe *anthropic.FieldError
 			if errors.As(err, &fe) {
+				if r.Route == RouteResponses && fe.Param != "" {
+					// The field is the chat form's, not the client's own.
+					return nil, &RequestError{Message: "in the request's OpenAI chat form, " + fe.Param + ": " + fe.Message}
+				}
 				return nil, &RequestError{Param: fe.Param, Message: fe.Message}
 			}
 			return nil, &RequestError{Message: err.Error()}
@@ -103,6 +115,9 @@ func messagesToChat(body []byte, model string) ([]byte, error) {
 // attempt's own pass-through reader, reset and returned when nothing is
 // translated, so the common path allocates nothing.
 func (r *ChatRequest) Reader(ep *Endpoint, pass *PassReader) Reader {
+	if r.Route == RouteResponses && ep.Translates(r.Route) {
+		return r.responsesReader(ep)
+	}
 	if ep.isGemini() {
 		return r.geminiReader()
 	}
@@ -183,7 +198,7 @@ func (r *ChatRequest) Relayed(ep *Endpoint, se *StatusError) {
 		return
 	}
 	switch r.Route {
-	case RouteChat:
+	case RouteChat, RouteResponses:
 		typ, msg, ok := anthropic.ParseError(se.Body)
 		if !ok {
 			typ, msg = "invalid_request_error", http.StatusText(se.Code)

@@ -169,6 +169,8 @@ func (e *Endpoint) Translates(r Route) bool {
 		return e.Format == FormatOpenAI || e.isGemini() || e.isBedrock()
 	case RouteEmbeddings:
 		return e.isGemini()
+	case RouteResponses: // through the chat form (responses.go)
+		return e.Format == FormatAnthropic || e.isGemini() || e.isBedrock()
 	}
 	return false
 }
@@ -195,15 +197,15 @@ func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, hea
 	case FormatAnthropic:
 		e.URLs[RouteChat] = at("/messages")
 		e.URLs[RouteMessages] = e.URLs[RouteChat]
+		e.URLs[RouteResponses] = e.URLs[RouteChat]
 		e.Defaults = http.Header{"Anthropic-Version": {AnthropicVersion}}
 	case FormatGemini, FormatVertex:
-		// Chat and Anthropic clients reach generateContent through the
-		// OpenAI form, embeddings batchEmbedContents; the Responses API
-		// is not translated, so that route is not served (the planner
-		// leaves such candidates out). URLs hold the models collection,
-		// which is what check-config shows; Build makes the method's URL.
+		// Chat, Anthropic and Responses clients reach generateContent
+		// through the OpenAI form, embeddings batchEmbedContents. URLs
+		// hold the models collection, which is what check-config shows;
+		// Build makes the method's URL.
 		base := at("/models")
-		e.URLs[RouteChat], e.URLs[RouteMessages] = base, base
+		e.URLs[RouteChat], e.URLs[RouteMessages], e.URLs[RouteResponses] = base, base, base
 		if format == FormatGemini {
 			// Vertex embeds through :predict, a body of its own: not
 			// served, so the planner leaves vertex candidates out.
@@ -217,8 +219,8 @@ func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, hea
 		}
 		e.gemini = geminiBase{prefix: v.String(), query: q.Encode()}
 	case FormatBedrock:
-		// Chat and Anthropic clients reach Converse through the OpenAI
-		// form; embeddings and the Responses API are not served. URLs hold
+		// Chat, Anthropic and Responses clients reach Converse through
+		// the OpenAI form; embeddings are not served. URLs hold
 		// the model collection, which is what check-config shows; Build
 		// makes the operation's URL. The routes file's query is not
 		// sent: Converse takes none, and it would have to be signed.
@@ -227,6 +229,7 @@ func NewEndpoint(format, baseURL string, query map[string]string, auth Auth, hea
 		e.bedrock = v.String()
 		e.URLs[RouteChat] = e.bedrock + "/model"
 		e.URLs[RouteMessages] = e.URLs[RouteChat]
+		e.URLs[RouteResponses] = e.URLs[RouteChat]
 	case FormatOpenAI, "":
 		e.Format = FormatOpenAI
 		e.URLs[RouteChat] = at("/chat/completions")

@@ -15,8 +15,8 @@ import (
 //
 // Chat clients are translated directly; Anthropic clients through the
 // OpenAI form (anthropicclient, as for an openai provider, then
-// ChatToGemini); embeddings through batchEmbedContents. The Responses API
-// is not translated: the endpoint does not serve it.
+// ChatToGemini); Responses clients the same way (responses.go);
+// embeddings through batchEmbedContents.
 
 // toGemini translates the client's body for a gemini endpoint, setting x's
 // URL (and, for embeddings, what its reader needs).
@@ -37,6 +37,12 @@ func (r *ChatRequest) toGemini(ep *Endpoint, model string, x *translation) ([]by
 			return nil, err
 		}
 		chat = b
+	case RouteResponses:
+		b, err := responsesToChat(r.Body, model)
+		if err != nil {
+			return nil, err
+		}
+		chat = b
 	case RouteChat:
 	default:
 		return nil, &RequestError{Message: "this route is not translated for format gemini"}
@@ -44,7 +50,7 @@ func (r *ChatRequest) toGemini(ep *Endpoint, model string, x *translation) ([]by
 	t, err := gemini.ChatToGemini(chat, opts)
 	if err != nil {
 		re := geminiRefusal(err)
-		if r.Route == RouteMessages && re.Param != "" {
+		if r.Route != RouteChat && re.Param != "" {
 			// The field is the OpenAI form's (disable_parallel_tool_use
 			// became parallel_tool_calls, system left messages): named as
 			// such, never as if the Anthropic client had written it.

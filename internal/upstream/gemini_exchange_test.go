@@ -24,11 +24,11 @@ func geminiEndpoint(t *testing.T, base string, query map[string]string) *Endpoin
 }
 
 // TestGeminiBuildURLs: the model is in the method's path, a stream asks for
-// SSE, the routes file's query joins the method's, and the Responses API
-// is not served.
+// SSE, the routes file's query joins the method's, and every client route
+// is served (the Responses API through the chat form).
 func TestGeminiBuildURLs(t *testing.T) {
 	ep := geminiEndpoint(t, "https://generativelanguage.googleapis.com/v1beta/", nil)
-	if ep.Serves(RouteResponses) || !ep.Serves(RouteChat) || !ep.Serves(RouteMessages) || !ep.Serves(RouteEmbeddings) {
+	if !ep.Serves(RouteResponses) || !ep.Serves(RouteChat) || !ep.Serves(RouteMessages) || !ep.Serves(RouteEmbeddings) {
 		t.Fatalf("serves %v", ep.URLs)
 	}
 	for _, tc := range []struct {

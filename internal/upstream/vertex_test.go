@@ -28,14 +28,15 @@ func (f *fakeTokens) Token(ctx context.Context) (string, error) {
 func (f *fakeTokens) Refused(tok string) { f.refused.Store(tok) }
 
 // TestVertexBuildURLs: the project's model path under base_url's host (a
-// prefix kept), Gemini's methods, and no embeddings or Responses.
+// prefix kept), Gemini's methods, no embeddings, and Responses through
+// the chat form.
 func TestVertexBuildURLs(t *testing.T) {
 	base := VertexBase("https://proxy.example/vx/", "my-proj", "europe-west4")
 	ep, err := NewEndpoint(FormatVertex, base, nil, Auth{Style: AuthGoogle}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ep.Serves(RouteEmbeddings) || ep.Serves(RouteResponses) || !ep.Serves(RouteChat) || !ep.Serves(RouteMessages) {
+	if ep.Serves(RouteEmbeddings) || !ep.Serves(RouteResponses) || !ep.Serves(RouteChat) || !ep.Serves(RouteMessages) {
 		t.Fatalf("serves %v", ep.URLs)
 	}
 	const prefix = "https://proxy.example/vx/v1/projects/my-proj/locations/europe-west4/publishers/google/models/gemini-2.5-flash:"
