@@ -16,6 +16,10 @@ build:
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	# Allocation counts are the program's only without the race detector,
+	# which allocates on its own account: the alloc tests run once more
+	# without it (under -race they skip, saying so).
+	$(GO) test -count=1 -run 'Allocs' ./internal/api/
 
 # Two mock upstreams, a local Postgres under ./data (unless
 # GATEWAY_DATABASE_URL is set) and the gateway on :8080.
