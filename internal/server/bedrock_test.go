@@ -363,7 +363,8 @@ func TestBedrockSDKs(t *testing.T) {
 
 // TestBedrockExceptionAfterCommit: an exception frame after the client got
 // bytes cannot fail over: the stream ends with the client format's error
-// frame, never a made-up [DONE], and the row says the stream broke.
+// frame (code stream_interrupted), never a made-up [DONE], and the rows
+// say the stream broke: failed, 502, stream_interrupted.
 func TestBedrockExceptionAfterCommit(t *testing.T) {
 	g := start(t, bedrockSetup(setup{primary: mockupstream.Behavior{ErrorAfterChunks: 2}}))
 	resp, b, _ := g.postStream(t, "/v1/chat/completions", brChat("claude-br", true, ""))
@@ -371,9 +372,13 @@ func TestBedrockExceptionAfterCommit(t *testing.T) {
 		!strings.Contains(string(b), `"error"`) || strings.Contains(string(b), "[DONE]") {
 		t.Fatalf("%d: %s", resp.StatusCode, b)
 	}
-	_, rows := g.ledger(t, resp.Header.Get("X-Request-Id"))
-	if len(rows) == 0 || rows[0].Status != "failed" || !strings.Contains(rows[0].String(), "(br)") {
-		t.Fatalf("rows %v", rows)
+	if !strings.Contains(string(b), `"code":"stream_interrupted"`) {
+		t.Fatalf("the error frame is not the gateway's stream_interrupted: %s", b)
+	}
+	req, rows := g.ledger(t, resp.Header.Get("X-Request-Id"))
+	wantRows(t, rows, "failed/502/stream_interrupted(br)", "unused/0/(backup)")
+	if req.Status != "failed" || req.StatusCode == nil || *req.StatusCode != http.StatusBadGateway {
+		t.Fatalf("request row %+v", req)
 	}
 	if n := g.Backup.Stats().Requests; n != 0 {
 		t.Fatalf("the backup got %d requests after the commit", n)
