@@ -76,7 +76,19 @@ func TestBedrockRuntimeSDK(t *testing.T) {
 		t.Fatalf("stop %s usage %+v", out.StopReason, u)
 	}
 
+	// maxTokens below the answer cuts it there, as Converse does.
 	in := converseInput()
+	in.InferenceConfig = &types.InferenceConfiguration{MaxTokens: aws.Int32(2)}
+	out, err = c.Converse(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ = out.Output.(*types.ConverseOutputMemberMessage)
+	if out.StopReason != types.StopReasonMaxTokens || msg == nil || len(msg.Value.Content) != 1 || aws.ToInt32(out.Usage.OutputTokens) != 2 {
+		t.Fatalf("max tokens 2: stop %s output %#v usage %+v", out.StopReason, out.Output, out.Usage)
+	}
+
+	in = converseInput()
 	stream, err := c.ConverseStream(ctx, &bedrockruntime.ConverseStreamInput{ModelId: in.ModelId, Messages: in.Messages, ToolConfig: in.ToolConfig})
 	if err != nil {
 		t.Fatal(err)

@@ -66,6 +66,16 @@ func TestGeminiSDK(t *testing.T) {
 		t.Fatalf("stream: %q %s %+v", text.String(), finish, usage)
 	}
 
+	// maxOutputTokens below the answer cuts it there, finished MAX_TOKENS.
+	resp, err = c.Models.GenerateContent(ctx, "gemini-2.5-flash", genai.Text("hi"), &genai.GenerateContentConfig{MaxOutputTokens: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text() != "Hello from mock chunk 1 2" || resp.Candidates[0].FinishReason != genai.FinishReasonMaxTokens ||
+		resp.UsageMetadata.CandidatesTokenCount != 2 {
+		t.Fatalf("max tokens 2: %q %s %+v", resp.Text(), resp.Candidates[0].FinishReason, resp.UsageMetadata)
+	}
+
 	// A function call, as ToolUseFirst asks, reaches the SDK's parts.
 	cfg := &genai.GenerateContentConfig{Tools: []*genai.Tool{{FunctionDeclarations: []*genai.FunctionDeclaration{{Name: "lookup"}}}}}
 	req, _ := http.NewRequest(http.MethodPost, "", nil) // only for the header's canonical name

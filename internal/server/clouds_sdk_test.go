@@ -129,7 +129,8 @@ func (g *sdkGateway) useTool(on bool) {
 // TestCloudFormatsSDKs: the official OpenAI and Anthropic Go clients, stream
 // and not, through each cloud format: text with a system prompt and an
 // image part, stop sequences and max tokens (which reach the provider in
-// its own spelling), finish reasons, usage (the same in the rows), and a
+// its own spelling; a max below the answer cuts it, finished length /
+// max_tokens), finish reasons, usage (the same in the rows), and a
 // tool call round trip: the call's JSON arguments decoded by the SDK, the
 // tool's result sent back and reaching the provider.
 func TestCloudFormatsSDKs(t *testing.T) {
@@ -201,6 +202,13 @@ func openaiText(t *testing.T, g *sdkGateway, stream bool) {
 	}
 	g.wantSent(t, stream, g.f.image, g.f.stop, g.f.limit, "You are terse.")
 	g.wantRowUsage(t, u.PromptTokens, u.CompletionTokens)
+
+	// max tokens below the answer: the provider cuts it, the client reads length.
+	resp = openaiChat(t, g, stream, openai.ChatCompletionNewParams{Model: g.f.model, MaxTokens: openai.Int(2),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+	if resp.Choices[0].Message.Content != "Hello from primary chunk 1 2" || resp.Choices[0].FinishReason != "length" || resp.Usage.CompletionTokens != 2 {
+		t.Fatalf("max_tokens 2: %+v usage %+v", resp.Choices[0], resp.Usage)
+	}
 }
 
 func openaiTools(t *testing.T, g *sdkGateway, stream bool) {
@@ -271,6 +279,12 @@ func anthropicText(t *testing.T, g *sdkGateway, stream bool) {
 	}
 	g.wantSent(t, stream, g.f.image, g.f.stop, g.f.limit, "You are terse.")
 	g.wantRowUsage(t, msg.Usage.InputTokens, msg.Usage.OutputTokens)
+
+	msg = anthropicMessage(t, g, stream, anthropic.MessageNewParams{Model: anthropic.Model(g.f.model), MaxTokens: 2,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
+	if len(msg.Content) != 1 || msg.Content[0].Text != "Hello from primary chunk 1 2" || msg.StopReason != anthropic.StopReasonMaxTokens || msg.Usage.OutputTokens != 2 {
+		t.Fatalf("max_tokens 2: %+v", msg)
+	}
 }
 
 func anthropicTools(t *testing.T, g *sdkGateway, stream bool) {
