@@ -143,19 +143,8 @@ func TestVertexSDK(t *testing.T) {
 		resp.UsageMetadata == nil || resp.UsageMetadata.CandidatesTokenCount != 3 {
 		t.Fatalf("text %q finish %s usage %+v", resp.Text(), resp.Candidates[0].FinishReason, resp.UsageMetadata)
 	}
-	var text strings.Builder
-	var finish genai.FinishReason
-	for chunk, err := range c.Models.GenerateContentStream(ctx, "gemini-2.5-flash", genai.Text("hi"), nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		text.WriteString(chunk.Text())
-		if fr := chunk.Candidates[0].FinishReason; fr != "" {
-			finish = fr
-		}
-	}
-	if text.String() != want || finish != genai.FinishReasonStop {
-		t.Fatalf("stream: %q %s", text.String(), finish)
+	if text, finish, usage := genaiStream(t, c); text != want || finish != genai.FinishReasonStop || usage == nil || usage.CandidatesTokenCount != 3 {
+		t.Fatalf("stream: %q %s %+v", text, finish, usage)
 	}
 	// One token served both calls: the SDK caches it as the gateway does.
 	if n := s.TokenCalls(); n != 1 {

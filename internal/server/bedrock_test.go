@@ -15,13 +15,7 @@ import (
 // primaryExtra (a stream_commit, for the exception-before-commit case).
 const bedrockRoutes = `
 providers:
-  - name: br
-    format: bedrock
-    base_url: %[1]s
-    bedrock: { region: us-east-1 }
-    aws: { access_key_id: "${BR_KEY_ID}", secret_access_key: "${BR_SECRET}", session_token: "${BR_TOKEN}" }
-    max_concurrency: 8
-    health: { failures: 1, cooldown: 1m }
+` + brProvider + `    health: { failures: 1, cooldown: 1m }
 %[3]s
   - name: backup
     base_url: %[2]s/v1
@@ -36,6 +30,16 @@ models:
     candidates:
       - { provider: br, model: "amazon.nova-lite-v1:0", priority: 0 }
       - { provider: backup, model: up-backup-mini, priority: 1 }
+`
+
+// brProvider is the primary mock as provider br, format bedrock, signing
+// with the sentinel credentials (bedrockSetup's environment).
+const brProvider = `  - name: br
+    format: bedrock
+    base_url: %[1]s
+    bedrock: { region: us-east-1 }
+    aws: { access_key_id: "${BR_KEY_ID}", secret_access_key: "${BR_SECRET}", session_token: "${BR_TOKEN}" }
+    max_concurrency: 8
 `
 
 // The sentinel credentials: none may show anywhere but in the signature

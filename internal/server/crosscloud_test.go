@@ -13,13 +13,7 @@ import (
 // tries AWS first, gem-then-br Google first.
 const crossCloudRoutes = `
 providers:
-  - name: br
-    format: bedrock
-    base_url: %[1]s
-    bedrock: { region: us-east-1 }
-    aws: { access_key_id: "${BR_KEY_ID}", secret_access_key: "${BR_SECRET}", session_token: "${BR_TOKEN}" }
-    max_concurrency: 8
-  - name: gem
+` + brProvider + `  - name: gem
     format: gemini
     base_url: %[2]s/v1beta
     api_keys: ["${BACKUP_KEY}"]
