@@ -58,13 +58,16 @@ type sdkGateway struct {
 	ids
 }
 
+// ids records the X-Request-Id of each answer next (the harness's
+// transport, whose idle connections it closes) carried.
 type ids struct {
+	next http.RoundTripper
 	mu   sync.Mutex
 	last string
 }
 
 func (r *ids) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := http.DefaultTransport.RoundTrip(req)
+	resp, err := r.next.RoundTrip(req)
 	if resp != nil {
 		r.mu.Lock()
 		r.last = resp.Header.Get("X-Request-Id")
@@ -138,6 +141,7 @@ func TestCloudFormatsSDKs(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			rt := &sdkGateway{f: f}
 			rt.gateway = start(t, f.setup(t))
+			rt.next = rt.client.Transport
 			hc := &http.Client{Transport: &rt.ids}
 			rt.oc = openai.NewClient(option.WithBaseURL(rt.URL+"/v1/"), option.WithAPIKey("client-SENTINEL-token"),
 				option.WithMaxRetries(0), option.WithHTTPClient(hc))
