@@ -127,7 +127,7 @@ models:
 	sched := admission.New(admission.Config{})
 	t.Cleanup(func() { _ = sched.Close(context.Background()) })
 	s := New(Options{Planner: planner, Admission: sched, CacheStore: store, Observe: m,
-		Runner: &candidates.Runner{Admit: sched, Record: rec, Observe: m, Upstreams: map[string]candidates.Sender{"p": client}},
+		Runner:          &candidates.Runner{Admit: sched, Record: rec, Observe: m, Upstreams: map[string]candidates.Sender{"p": client}},
 		MaxRequestBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
 	gts := httptest.NewServer(s)
 	t.Cleanup(gts.Close)
