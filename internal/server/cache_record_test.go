@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,4 +211,35 @@ func (g *gateway) budgetSpent(t *testing.T, client string) float64 {
 		return false, string(b)
 	})
 	return spent
+}
+
+// TestCacheHitTraced: a hit is on its client's trace like any request: its
+// row carries the trace id of the traceparent it came with, its server
+// span is exported with no attempt span under it (nothing was tried), and
+// its access-log line names the trace.
+func TestCacheHitTraced(t *testing.T) {
+	sink := newHTTPSink(t, false)
+	var logBuf syncBuffer
+	g := start(t, setup{routes: cachedRoutes, db: true, env: traceEnv(sink), log: &logBuf})
+	const missTID, hitTID = "0af7651916cd43dd8448eb211c80319c", "5b8efff798038103d269b633813fc60c"
+	for _, tc := range []struct{ tid, want string }{{missTID, "miss"}, {hitTID, "hit"}} {
+		resp, body := g.tracedPost(t, tc.tid, chatBody(false))
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Gateway-Cache") != tc.want {
+			t.Fatalf("%s: %d, x-gateway-cache %q: %s", tc.want, resp.StatusCode, resp.Header.Get("X-Gateway-Cache"), body)
+		}
+		req, cands := g.ledger(t, resp.Header.Get("X-Request-Id"))
+		if req.TraceID == nil || *req.TraceID != tc.tid {
+			t.Errorf("%s row: trace_id %s, want %s", tc.want, sp(req.TraceID), tc.tid)
+		}
+		if tc.want == "hit" && len(cands) != 0 {
+			t.Errorf("hit: candidate rows %v, want none", cands)
+		}
+	}
+	tr := treeOf(t, sink.trace(t, hitTID, 1))
+	if len(tr.attempts) != 0 {
+		t.Errorf("the hit's trace has attempt spans %s, want none", names(tr.attempts))
+	}
+	eventually(t, 5*time.Second, "the hit's access-log line", func() (bool, string) {
+		return strings.Contains(logBuf.String(), "trace_id="+hitTID), logBuf.String()
+	})
 }
