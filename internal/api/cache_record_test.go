@@ -109,11 +109,25 @@ func TestCacheStoreFailureIsAMiss(t *testing.T) {
 // upstreamURL, its response cache in store.
 func cachedServer(t *testing.T, upstreamURL string, store CacheStore, m *metrics.Metrics, rec *lastRequest) *httptest.Server {
 	t.Helper()
+	planner, sched, client := oneProvider(t, upstreamURL, `{ name: m, cache: { ttl: 1m }, candidates: [ { provider: p } ] }`)
+	s := New(Options{Planner: planner, Admission: sched, CacheStore: store, Observe: m,
+		Runner:          &candidates.Runner{Admit: sched, Record: rec, Observe: m, Upstreams: map[string]candidates.Sender{"p": client}},
+		MaxRequestBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	gts := httptest.NewServer(s)
+	t.Cleanup(gts.Close)
+	return gts
+}
+
+// oneProvider plans model (one YAML flow mapping) on provider p at
+// upstreamURL: the planner, a scheduler and p's client, closed when the
+// test ends.
+func oneProvider(t *testing.T, upstreamURL, model string) (*candidates.Planner, *admission.Scheduler, *upstream.Client) {
+	t.Helper()
 	rt, err := routes.Parse([]byte(`
 providers:
   - { name: p, base_url: "`+upstreamURL+`/v1", api_keys: [k], max_concurrency: 4 }
 models:
-  - { name: m, cache: { ttl: 1m }, candidates: [ { provider: p } ] }
+  - `+model+`
 `), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -126,12 +140,7 @@ models:
 	t.Cleanup(client.CloseIdle)
 	sched := admission.New(admission.Config{})
 	t.Cleanup(func() { _ = sched.Close(context.Background()) })
-	s := New(Options{Planner: planner, Admission: sched, CacheStore: store, Observe: m,
-		Runner:          &candidates.Runner{Admit: sched, Record: rec, Observe: m, Upstreams: map[string]candidates.Sender{"p": client}},
-		MaxRequestBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
-	gts := httptest.NewServer(s)
-	t.Cleanup(gts.Close)
-	return gts
+	return planner, sched, client
 }
 
 // counterValue reads counter name's child whose label is value from m's

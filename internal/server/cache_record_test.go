@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -10,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/llmgw/gateway/internal/report"
 )
 
 // cacheRecordRoutes: m-oa (priced) has a cache, m-plain (same provider
@@ -39,33 +38,17 @@ const cacheWebToken = "sk-cache-web-SENTINEL-61a"
 
 var cacheWebSHA = sha(cacheWebToken)
 
-// cacheRow is the cache's columns of a request row, and its cost.
-type cacheRow struct {
-	cache, team, client, model, route, crid *string
-	cost, saved                             *float64
-	status                                  string
-	code, candidates                        int32
-	firstByte                               *int64
-}
-
-// cacheRowOf reads request id's row once it settled.
-func (g *gateway) cacheRowOf(t *testing.T, id string) cacheRow {
+// cacheRowOf is request id's row as the admin API shows it, once it
+// settled, with its candidates.
+func (g *gateway) cacheRowOf(t *testing.T, id string) report.Timeline {
 	t.Helper()
 	g.ledger(t, id)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, g.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
+	code, b := g.get(t, "/admin/requests/"+id, true)
+	var tl report.Timeline
+	if err := json.Unmarshal(b, &tl); err != nil || code != http.StatusOK {
+		t.Fatalf("/admin/requests/%s: %d %s", id, code, b)
 	}
-	defer conn.Close(ctx)
-	var r cacheRow
-	if err := conn.QueryRow(ctx, `SELECT cache, team, client, model, route, client_request_id, cost_usd::float8,
-		saved_usd::float8, status, status_code, candidate_count, first_byte_ms FROM requests WHERE id = $1`, id).
-		Scan(&r.cache, &r.team, &r.client, &r.model, &r.route, &r.crid, &r.cost, &r.saved, &r.status, &r.code,
-			&r.candidates, &r.firstByte); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return tl
 }
 
 func sp(p *string) string {
@@ -89,13 +72,13 @@ func TestCacheRecords(t *testing.T) {
 	auth := []string{"Authorization", "Bearer " + cacheWebToken}
 	before := g.scrape(t)
 
-	post := func(what, body, want string, hdr ...string) (*http.Response, cacheRow) {
+	post := func(what, body, want string, hdr ...string) (*http.Response, report.TimelineRequest) {
 		t.Helper()
 		resp, got := g.post(t, body, append(append([]string{}, auth...), hdr...)...)
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Gateway-Cache") != want {
 			t.Fatalf("%s: %d, x-gateway-cache %q: %s; want 200, %q", what, resp.StatusCode, resp.Header.Get("X-Gateway-Cache"), got, want)
 		}
-		return resp, g.cacheRowOf(t, resp.Header.Get("X-Request-Id"))
+		return resp, g.cacheRowOf(t, resp.Header.Get("X-Request-Id")).Request
 	}
 	remaining := func(resp *http.Response, kind string) int {
 		t.Helper()
@@ -107,25 +90,30 @@ func TestCacheRecords(t *testing.T) {
 	}
 
 	missResp, miss := post("miss", body, "miss")
-	if sp(miss.cache) != "miss" || miss.cost == nil || *miss.cost <= 0 || miss.saved != nil || miss.candidates != 1 {
+	if sp(miss.Cache) != "miss" || miss.CostUSD == nil || *miss.CostUSD <= 0 || miss.SavedUSD != nil || miss.CandidateCount != 1 {
 		t.Fatalf("miss row: cache %s, cost %s, saved %s, %d candidates; want miss, a cost, NULL, 1",
-			sp(miss.cache), fp(miss.cost), fp(miss.saved), miss.candidates)
+			sp(miss.Cache), fp(miss.CostUSD), fp(miss.SavedUSD), miss.CandidateCount)
 	}
-	paid := *miss.cost
+	paid := *miss.CostUSD
 	spentAfterMiss := g.budgetSpent(t, "web")
 
-	hitResp, hit := post("hit", body, "hit", "X-Request-Id", "cr-hit-1")
-	id := hitResp.Header.Get("X-Request-Id")
-	_, cands := g.ledger(t, id)
-	if sp(hit.cache) != "hit" || hit.status != "success" || hit.code != 200 || hit.candidates != 0 || len(cands) != 0 ||
-		hit.cost == nil || *hit.cost != 0 || hit.saved == nil || !near(*hit.saved, paid) || hit.firstByte == nil {
-		t.Errorf("hit row: cache %s, %s %d, %d candidates (%d rows), cost %s, saved %s, first byte %s; "+
-			"want hit, success 200, 0 candidates, cost 0, saved %v, a first byte",
-			sp(hit.cache), hit.status, hit.code, hit.candidates, len(cands), fp(hit.cost), fp(hit.saved), ip(hit.firstByte), paid)
+	hitResp, _ := g.post(t, body, append(append([]string{}, auth...), "X-Request-Id", "cr-hit-1")...)
+	if hitResp.Header.Get("X-Gateway-Cache") != "hit" {
+		t.Fatalf("hit: %d, x-gateway-cache %q", hitResp.StatusCode, hitResp.Header.Get("X-Gateway-Cache"))
 	}
-	if sp(hit.client) != "web" || sp(hit.team) != "search" || sp(hit.model) != "m-oa" || sp(hit.route) != "chat" || sp(hit.crid) != "cr-hit-1" {
+	tl := g.cacheRowOf(t, hitResp.Header.Get("X-Request-Id"))
+	hit := tl.Request
+	if sp(hit.Cache) != "hit" || hit.Status != "success" || hit.StatusCode == nil || *hit.StatusCode != 200 || hit.CandidateCount != 0 ||
+		len(tl.Candidates) != 0 || hit.CostUSD == nil || *hit.CostUSD != 0 || hit.SavedUSD == nil || !near(*hit.SavedUSD, paid) ||
+		hit.FirstByteMS == nil || hit.TotalTokens != nil {
+		t.Errorf("hit row: cache %s, %s %v, %d candidates (%d rows), cost %s, saved %s, first byte %s, tokens %s; "+
+			"want hit, success 200, 0 candidates, cost 0, saved %v, a first byte, NULL",
+			sp(hit.Cache), hit.Status, hit.StatusCode, hit.CandidateCount, len(tl.Candidates), fp(hit.CostUSD), fp(hit.SavedUSD),
+			ip(hit.FirstByteMS), ip(hit.TotalTokens), paid)
+	}
+	if sp(hit.Client) != "web" || sp(hit.Team) != "search" || hit.Model != "m-oa" || hit.Route != "chat" || sp(hit.ClientRequestID) != "cr-hit-1" {
 		t.Errorf("hit row: client %s, team %s, model %s, route %s, client request id %s; want web, search, m-oa, chat, cr-hit-1",
-			sp(hit.client), sp(hit.team), sp(hit.model), sp(hit.route), sp(hit.crid))
+			sp(hit.Client), sp(hit.Team), hit.Model, hit.Route, sp(hit.ClientRequestID))
 	}
 	if g.Primary.Stats().Requests != 1 {
 		t.Fatalf("the provider saw %d requests, want 1", g.Primary.Stats().Requests)
@@ -146,11 +134,11 @@ func TestCacheRecords(t *testing.T) {
 		t.Errorf("budget spent %v after two hits, want %v (the miss's %v)", spent, spentAfterMiss, paid)
 	}
 
-	if _, bypass := post("no-store", body, "bypass", "Cache-Control", "no-store"); sp(bypass.cache) != "bypass" || bypass.saved != nil {
-		t.Errorf("no-store row: cache %s, saved %s; want bypass, NULL", sp(bypass.cache), fp(bypass.saved))
+	if _, bypass := post("no-store", body, "bypass", "Cache-Control", "no-store"); sp(bypass.Cache) != "bypass" || bypass.SavedUSD != nil {
+		t.Errorf("no-store row: cache %s, saved %s; want bypass, NULL", sp(bypass.Cache), fp(bypass.SavedUSD))
 	}
-	if _, plain := post("no cache", `{"model":"m-plain","messages":[{"role":"user","content":"hi"}]}`, ""); plain.cache != nil {
-		t.Errorf("a route without a cache: row cache %s, want NULL", sp(plain.cache))
+	if _, plain := post("no cache", `{"model":"m-plain","messages":[{"role":"user","content":"hi"}]}`, ""); plain.Cache != nil {
+		t.Errorf("a route without a cache: row cache %s, want NULL", sp(plain.Cache))
 	}
 
 	delta(t, before, g.scrape(t), map[string]float64{
