@@ -157,14 +157,7 @@ func TestCacheRecords(t *testing.T) {
 	}
 
 	code, b := g.get(t, "/admin/spend?by=team&window=1h", true)
-	var spend struct {
-		Groups []struct {
-			Group     string  `json:"group"`
-			Requests  int64   `json:"requests"`
-			CacheHits int64   `json:"cache_hits"`
-			SavedUSD  float64 `json:"saved_usd"`
-		} `json:"groups"`
-	}
+	var spend struct{ Groups []report.SpendRow }
 	if err := json.Unmarshal(b, &spend); err != nil || code != http.StatusOK || len(spend.Groups) != 1 {
 		t.Fatalf("/admin/spend %d %s", code, b)
 	}
