@@ -147,6 +147,8 @@ func TestCacheRecords(t *testing.T) {
 		`gateway_cache_requests_total{result=bypass,route=chat}`: 1,
 		`gateway_cache_store_errors_total{op=get}`:               0,
 		`gateway_cache_store_errors_total{op=set}`:               0,
+		// The hits are requests like any other.
+		`gateway_requests_total{code=200,model=m-oa,route=chat,status=success}`: 4,
 	})
 	after := g.scrape(t)
 	if got := after[`gateway_cache_saved_usd_total{team=search}`]; !near(got, 2*paid) {
