@@ -23,7 +23,8 @@ func (r *Runner) RecordHit(ctx context.Context, req *Request, savedUSD float64, 
 	rec := requestRow(req, traceID)
 	rec.Cache, rec.CandidateCount = report.CacheHit, 0
 	rec.Status, rec.StatusCode = report.RequestSuccess, http.StatusOK
-	// The answer went out in one write: its first byte is its end.
+	// A stored answer is written without waiting on anyone: its first
+	// byte is not timed apart from its end.
 	rec.Latency = now.Sub(req.Received)
 	rec.FirstByte, rec.FinishedAt = rec.Latency, now
 	rec.HasCost, rec.CostUSD = true, 0 // nothing was billed; budgets sum this column
