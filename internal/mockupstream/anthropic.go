@@ -71,7 +71,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	}
 
 	m.completion = completion{id: c.id, model: req.Model, identity: c.b.Identity, chunks: c.b.Chunks, promptN: promptTokens(c.body),
-		extra: tokensOf(&c.b)}
+		maxTokens: c.b.StopAtMaxTokens, extra: tokensOf(&c.b)}
 	if !c.prefill(&m.completion) {
 		return
 	}
@@ -116,8 +116,11 @@ func (m *message) outputTokens() int {
 }
 
 func (m *message) stopReason() string {
-	if m.tool != "" {
+	switch {
+	case m.tool != "":
 		return "tool_use"
+	case m.maxTokens:
+		return "max_tokens"
 	}
 	return "end_turn"
 }

@@ -173,7 +173,7 @@ func (s *Server) serveBedrock(w http.ResponseWriter, r *http.Request, model stri
 		return
 	}
 	m.completion = completion{id: c.id, model: model, identity: c.b.Identity, chunks: c.b.Chunks, promptN: promptTokens(c.body),
-		noFinish: c.b.OmitFinishReason, extra: tokensOf(&c.b)}
+		noFinish: c.b.OmitFinishReason, maxTokens: c.b.StopAtMaxTokens, extra: tokensOf(&c.b)}
 	bufs := bufPool.Get().(*buffers)
 	defer bufPool.Put(bufs)
 	if !stream {
@@ -206,8 +206,11 @@ func (m *message) appendConverseBody(dst []byte) []byte {
 }
 
 func (m *message) converseStop() string {
-	if m.tool != "" {
+	switch {
+	case m.tool != "":
 		return "tool_use"
+	case m.maxTokens:
+		return "max_tokens"
 	}
 	return "end_turn"
 }

@@ -124,7 +124,7 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, model, meth
 		return
 	}
 	m.completion = completion{id: c.id, model: model, identity: c.b.Identity, chunks: c.b.Chunks, promptN: promptTokens(c.body),
-		noFinish: c.b.OmitFinishReason, extra: tokensOf(&c.b)}
+		noFinish: c.b.OmitFinishReason, maxTokens: c.b.StopAtMaxTokens, extra: tokensOf(&c.b)}
 	bufs := bufPool.Get().(*buffers)
 	defer bufPool.Put(bufs)
 	if !stream {
@@ -148,7 +148,7 @@ func (m *message) appendGeminiBody(dst []byte) []byte {
 	if m.tool != "" {
 		dst = m.appendFunctionCall(append(dst, ','))
 	}
-	dst = append(dst, `]},"finishReason":"STOP","index":0}],`...)
+	dst = append(append(append(dst, `]},"finishReason":"`...), m.geminiFinish()...), `","index":0}],`...)
 	dst = m.appendUsageMetadata(dst, true)
 	return m.appendGeminiTail(dst, "}\n")
 }
@@ -238,11 +238,19 @@ func (m *message) serveGeminiStream(w http.ResponseWriter, r *http.Request, b *B
 // whole usage when last (unless noFinish), else the prompt's usage alone.
 func (m *message) appendStreamEnd(dst []byte, last bool) []byte {
 	if last && !m.noFinish {
-		dst = append(dst, `,"finishReason":"STOP"`...)
+		dst = append(append(append(dst, `,"finishReason":"`...), m.geminiFinish()...), '"')
 	}
 	dst = append(dst, `,"index":0}],`...)
 	dst = m.appendUsageMetadata(dst, last)
 	return m.appendGeminiTail(dst, "}"+geminiEventEnd)
+}
+
+// geminiFinish is the answer's finishReason.
+func (m *message) geminiFinish() string {
+	if m.maxTokens && m.tool == "" {
+		return "MAX_TOKENS"
+	}
+	return "STOP"
 }
 
 // malformedGemini is the event MalformedAfterChunks sends.
