@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"path/filepath"
 	"sync"
@@ -185,12 +186,34 @@ func (o *outageResult) write(w io.Writer) {
 	tb.add(fmt.Sprintf("end, %.0fs", last.at.Seconds()), mib(uint64(last.heap)), mib(last.rss),
 		fmt.Sprintf("%.0f", last.dropped), ms(last.p50)+" / "+ms(last.p99))
 	tb.add("peak of the samples", mib(uint64(peakHeap)), mib(peakRSS), "", "")
+	// The heap in use swings between what is live and the heap goal
+	// (internal/gcfloor keeps that at its floor): a minute's lowest sample
+	// is the nearest to the live heap, and says more of a trend than one
+	// sample.
+	early, late := o.lowest(0, time.Minute), o.lowest(last.at-time.Minute, last.at)
+	tb.add("lowest, first minute / last minute", mib(uint64(early.heap))+" / "+mib(uint64(late.heap)),
+		mib(early.rss)+" / "+mib(late.rss), "", "")
 	tb.write(w)
 	fmt.Fprintf(w, "\n%d requests, %d errors; %.0f spans dropped (each request makes 2).", sent, errs, last.dropped-first.dropped)
 	if o.err != "" {
 		fmt.Fprintf(w, " Cut short: %s.", o.err)
 	}
 	fmt.Fprintln(w)
+}
+
+// lowest is the lowest heap in use and RSS of the samples after from, up
+// to to, the first (the start, before any load) left out.
+func (o *outageResult) lowest(from, to time.Duration) (low outageSample) {
+	low.heap, low.rss = math.Inf(1), math.MaxUint64
+	for _, s := range o.samples[1:] {
+		if s.at > from && s.at <= to {
+			low.heap, low.rss = min(low.heap, s.heap), min(low.rss, s.rss)
+		}
+	}
+	if math.IsInf(low.heap, 1) {
+		return outageSample{}
+	}
+	return low
 }
 
 func (o *outageResult) errs() map[string]int {
