@@ -51,14 +51,7 @@ func TestEndBeforeLastEvent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := &ChatRequest{Route: tt.route, Model: "m", optStart: -1}
-			var pass PassReader
-			rd := req.Reader(testEndpoint(t, tt.format, Auth{}), &pass)
-			for i, ev := range tt.events {
-				if _, err := rd.Event(nil, []byte(ev), i > 0); err != nil {
-					t.Fatalf("event %d: %v", i, err)
-				}
-			}
+			rd := fedReader(t, tt.route, tt.format, tt.events)
 			if rd.Done() {
 				t.Fatal("Done before the stream's last event")
 			}

@@ -112,14 +112,7 @@ func TestTranslatedFinishReasons(t *testing.T) {
 		{"nothing read", RouteChat, FormatAnthropic, nil, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			req := &ChatRequest{Route: tt.route, Model: "m", optStart: -1}
-			var pass PassReader
-			rd := req.Reader(testEndpoint(t, tt.format, Auth{}), &pass)
-			for i, ev := range tt.events {
-				if _, err := rd.Event(nil, []byte(ev), i > 0); err != nil {
-					t.Fatalf("event %d: %v", i, err)
-				}
-			}
+			rd := fedReader(t, tt.route, tt.format, tt.events)
 			if tt.body != "" {
 				if _, err := rd.Body([]byte(tt.body)); err != nil {
 					t.Fatalf("Body: %v", err)
@@ -130,4 +123,19 @@ func TestTranslatedFinishReasons(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fedReader is the reader of an attempt on a provider of format for a
+// client of route, given events (the first before the commit point).
+func fedReader(t *testing.T, route Route, format string, events []string) Reader {
+	t.Helper()
+	req := &ChatRequest{Route: route, Model: "m", optStart: -1}
+	var pass PassReader
+	rd := req.Reader(testEndpoint(t, format, Auth{}), &pass)
+	for i, ev := range events {
+		if _, err := rd.Event(nil, []byte(ev), i > 0); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+	}
+	return rd
 }
