@@ -35,5 +35,9 @@ var targetList = []targetSpec{
 	{"translate", "translated Gemini stream: added time to first chunk p50 ≤ 1.3x the pass-through's", "≤ 1.3x"},
 	{"budget", "budget in Redis: script calls per budgeted request ≤ 1 to reserve + ≤ 1 to settle", "≤ 1 + ≤ 1"},
 	{"budget", "budget in Redis: p50 latency of a budgeted request ≤ 1.1x an unbudgeted one's", "≤ 1.1x"},
+	{"tracing", "tracing off: gateway CPU per request ≤ 1.02x the build before tracing's", "≤ 1.02x"},
+	{"tracing", "tracing off: p50 ≤ 1.02x the build before tracing's", "≤ 1.02x"},
+	{"tracing", "tracing on at 1.0: gateway CPU per request ≤ 1.15x tracing off's", "≤ 1.15x"},
+	{"tracing", "tracing on at 1.0: p50 ≤ 1.15x tracing off's", "≤ 1.15x"},
 	{"all", "zero errors (gateway requests; records dropped)", "0"},
 }

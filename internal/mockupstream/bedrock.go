@@ -179,6 +179,7 @@ func (s *Server) serveBedrock(w http.ResponseWriter, r *http.Request, model stri
 	m.completion = completion{id: c.id, model: model, identity: c.b.Identity, chunks: c.b.Chunks, promptN: promptTokens(c.body),
 		noFinish: c.b.OmitFinishReason, extra: tokensOf(&c.b)}
 	m.limitTokens(req.InferenceConfig.MaxTokens)
+	m.stopAtMaxTokens(c.b.StopAtMaxTokens)
 	bufs := bufPool.Get().(*buffers)
 	defer bufPool.Put(bufs)
 	if !stream {

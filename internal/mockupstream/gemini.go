@@ -131,6 +131,7 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, model, meth
 	m.completion = completion{id: c.id, model: model, identity: c.b.Identity, chunks: c.b.Chunks, promptN: promptTokens(c.body),
 		noFinish: c.b.OmitFinishReason, extra: tokensOf(&c.b)}
 	m.limitTokens(req.GenerationConfig.MaxOutputTokens)
+	m.stopAtMaxTokens(c.b.StopAtMaxTokens)
 	bufs := bufPool.Get().(*buffers)
 	defer bufPool.Put(bufs)
 	if !stream {
