@@ -17,7 +17,11 @@ func (g *Gateway) openCache() api.CacheStore {
 	if g.Quota != nil {
 		return cache.NewRedis(g.Quota.Client(), "", nil)
 	}
-	m := cache.NewMemory(int64(g.Config.CacheMaxBytes), nil)
+	bound := int64(g.Config.CacheMaxBytes)
+	if bound <= 0 { // a Config not from config.Load: never unbounded
+		bound = api.DefaultCacheMaxBytes
+	}
+	m := cache.NewMemory(bound, nil)
 	g.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gateway_cache_memory_bytes",
 		Help: "Bytes the in-process response cache holds, as GATEWAY_CACHE_MAX_BYTES bounds them (keys, bodies as stored, and a fixed overhead per entry).",
