@@ -33,5 +33,7 @@ var targetList = []targetSpec{
 	{"translate", "translated stream: added time to first chunk p50 ≤ 1.3x the pass-through's", "≤ 1.3x"},
 	{"budget", "budget in Redis: script calls per budgeted request ≤ 1 to reserve + ≤ 1 to settle", "≤ 1 + ≤ 1"},
 	{"budget", "budget in Redis: p50 latency of a budgeted request ≤ 1.1x an unbudgeted one's", "≤ 1.1x"},
+	{"cache", "response cache: hit latency p50 ≤ 0.5x the bare proxy's to an upstream that answers at once", "≤ 0.5x"},
+	{"cache", "response cache: CPU per miss ≤ 1.05x per uncached request", "≤ 1.05x"},
 	{"all", "zero errors (gateway requests; records dropped)", "0"},
 }
