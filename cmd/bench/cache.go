@@ -62,23 +62,12 @@ func (b *bencher) cache(ctx context.Context, rep *report) {
 func (b *bencher) runCache(ctx context.Context, res *cacheResult) error {
 	spec := res.spec
 	routes := filepath.Join(b.st.tmp, "config", "cache-routes.yaml") // away from the logs, as stack.go explains
-	yaml := fmt.Sprintf(`providers:
-  - name: mock
-    format: openai
-    base_url: %s/v1
-    api_keys: ["${BENCH_UPSTREAM_KEY}"]
-    max_concurrency: 4096
-    timeouts: { connect: 2s, first_byte: 10s, total: 60s }
-models:
-  - name: %s
-    candidates:
-      - { provider: mock, model: %s }
-  - name: %s
+	cached := fmt.Sprintf(`  - name: %s
     cache: { ttl: 1h, scope: shared }
     candidates:
       - { provider: mock, model: %s }
-`, b.st.mockURL, benchModel, benchModel, cachedModel, benchModel)
-	if err := os.WriteFile(routes, []byte(yaml), 0o600); err != nil {
+`, cachedModel, benchModel)
+	if err := os.WriteFile(routes, []byte(phaseRoutes(b.st.mockURL, cached)), 0o600); err != nil {
 		return err
 	}
 	env := slices.Concat(cleanEnv(), []string{
@@ -89,19 +78,11 @@ models:
 		"GATEWAY_SHUTDOWN_GRACE=2s",
 		"BENCH_UPSTREAM_KEY=sk-upstream-" + randomHex(8),
 	})
-	gw, err := startProc("gateway-cache", b.st.tmp, filepath.Join(b.st.tmp, "gateway"), nil, env)
+	gw, base, err := b.st.startPhaseGateway(ctx, "gateway-cache", env)
 	if err != nil {
 		return err
 	}
 	defer gw.stop(5 * time.Second)
-	addr, err := boundAddr(ctx, gw, gatewayListening, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	base := "http://" + addr
-	if err := waitReady(ctx, gw, base+"/readyz", 30*time.Second); err != nil {
-		return err
-	}
 
 	hit := b.nonStreaming()
 	hit.body = bytes.Replace(hit.body, []byte(`"model":"`+benchModel+`"`), []byte(`"model":"`+cachedModel+`"`), 1)

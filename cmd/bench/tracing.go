@@ -87,19 +87,7 @@ func (b *bencher) runTracing(ctx context.Context, res *traceResult) error {
 	}()
 
 	routes := filepath.Join(b.st.tmp, "config", "tracing-routes.yaml") // away from the logs, as stack.go explains
-	yaml := fmt.Sprintf(`providers:
-  - name: mock
-    format: openai
-    base_url: %s/v1
-    api_keys: ["${BENCH_UPSTREAM_KEY}"]
-    max_concurrency: 4096
-    timeouts: { connect: 2s, first_byte: 10s, total: 60s }
-models:
-  - name: %s
-    candidates:
-      - { provider: mock, model: %s }
-`, b.st.mockURL, benchModel, benchModel)
-	if err := os.WriteFile(routes, []byte(yaml), 0o600); err != nil {
+	if err := os.WriteFile(routes, []byte(phaseRoutes(b.st.mockURL, "")), 0o600); err != nil {
 		return err
 	}
 	bases, procs := map[string]string{}, map[string]*proc{} // by configuration name
@@ -116,20 +104,12 @@ models:
 			env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+ln.Addr().String(),
 				"OTEL_TRACES_SAMPLER="+c.sampler, "OTEL_TRACES_SAMPLER_ARG="+c.arg)
 		}
-		gw, err := startProc(fmt.Sprintf("gateway-tracing-%d", i), b.st.tmp, filepath.Join(b.st.tmp, "gateway"), nil, env)
+		gw, base, err := b.st.startPhaseGateway(ctx, fmt.Sprintf("gateway-tracing-%d", i), env)
 		if err != nil {
 			return err
 		}
 		defer gw.stop(5 * time.Second)
-		addr, err := boundAddr(ctx, gw, gatewayListening, 30*time.Second)
-		if err != nil {
-			return err
-		}
-		bases[c.name] = "http://" + addr
-		if err := waitReady(ctx, gw, bases[c.name]+"/readyz", 30*time.Second); err != nil {
-			return err
-		}
-		procs[c.name] = gw
+		bases[c.name], procs[c.name] = base, gw
 	}
 	req := b.nonStreaming()
 	client := newClient()
