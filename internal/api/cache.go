@@ -72,8 +72,9 @@ type cacheState struct {
 //
 // Stream requests are bypassed for now: a stream answer is not yet
 // assembled into the stored form, nor a stored answer served as a stream.
-func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream.ChatRequest, body []byte, who, team string, costInUsage bool) (*cacheState, bool) {
+func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream.ChatRequest, body []byte, req *candidates.Request) (*cacheState, bool) {
 	w, r := rj.w, rj.r
+	who, team, costInUsage := req.Client, req.Team, req.CostInUsage
 	cacheControl := r.Header.Get("Cache-Control")
 	noStore, noCache := hasDirective(cacheControl, "no-store"), hasDirective(cacheControl, "no-cache")
 	if chat.Stream || noStore || costInUsage {
@@ -110,11 +111,13 @@ func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream
 	}
 	if e, ok := s.cacheGet(r.Context(), key); ok {
 		s.serveHit(w, e)
+		s.recordHit(r.Context(), req, e)
 		return nil, true
 	}
 	lead, e, ok := s.cache.flights.Join(r.Context(), key)
 	if ok {
 		s.serveHit(w, e)
+		s.recordHit(r.Context(), req, e)
 		return nil, true
 	}
 	cs.flight = lead // nil: the leader had nothing; this one tries itself
@@ -124,10 +127,17 @@ func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream
 
 // cacheGet reads the store within storeTimeout; a failure is a miss.
 func (s *Server) cacheGet(ctx context.Context, k cache.Key) (cache.Entry, bool) {
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	e, ok, err := s.cacheStore().Get(ctx, k)
-	return e, ok && err == nil
+	e, ok, err := s.cacheStore().Get(sctx, k)
+	if err == nil && sctx.Err() != nil {
+		err = sctx.Err() // answered, but too late
+	}
+	if err != nil {
+		s.cacheStoreFailed(ctx, "get", err)
+		return cache.Entry{}, false
+	}
+	return e, ok
 }
 
 // serveHit writes a stored answer: no gate, no provider.
@@ -165,7 +175,9 @@ func (s *Server) cacheFinish(ctx context.Context, cs *cacheState, out *candidate
 		now := time.Now()
 		e = cache.Entry{Body: cs.capture.buf, Stored: now, Expires: now.Add(cs.ttl), CostUSD: out.Cost, HasCost: out.HasCost}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		_ = s.cacheStore().Set(sctx, cs.key, e)
+		if err := s.cacheStore().Set(sctx, cs.key, e); err != nil {
+			s.cacheStoreFailed(context.WithoutCancel(ctx), "set", err)
+		}
 		cancel()
 	}
 	if cs.flight != nil {

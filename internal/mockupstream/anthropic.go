@@ -26,6 +26,18 @@ type messagesRequest struct {
 type message struct {
 	completion        // id, model, identity, chunks; promptN is input_tokens
 	tool       string // the tool_use block's name, or "" for a text-only answer
+	// maxed: the request's max tokens cut the answer (Gemini and Bedrock
+	// modes, limitTokens): it finishes as the format says a length cut does.
+	maxed bool
+}
+
+// limitTokens cuts the answer at the request's max output tokens, as the
+// provider would: fewer chunks than asked for, no tool call, and a length
+// finish (Gemini's MAX_TOKENS, Converse's max_tokens). max 0 is no limit.
+func (m *message) limitTokens(max int) {
+	if max > 0 && max < m.chunks+min(len(m.tool), 1) {
+		m.chunks, m.tool, m.maxed = max, "", true
+	}
 }
 
 // Tool input fragments: the tool_use input is {"identity":"<identity>"}, streamed as
