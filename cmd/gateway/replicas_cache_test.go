@@ -198,6 +198,11 @@ func TestCacheSlowRedis(t *testing.T) {
 		}
 		t.Logf("request %d with Redis stopped: a miss in %s", i, took.Round(time.Millisecond))
 	}
+	// Each lookup that gave up is counted (and each store, unless the
+	// answer's write failed first).
+	if n := scrapeSums(t, r.addr)["gateway_cache_store_errors_total"]; n < 5 {
+		t.Errorf("gateway_cache_store_errors_total %v after 5 lookups with Redis stopped, want at least 5", n)
+	}
 	if err := red.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
