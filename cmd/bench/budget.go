@@ -147,21 +147,10 @@ func (b *bencher) runBudget(ctx context.Context, res *budgetResult) error {
 	freeKey, budgetKey := "sk-bench-free-"+randomHex(12), "sk-bench-budget-"+randomHex(12)
 	routes := filepath.Join(b.st.tmp, "config", "budget-routes.yaml") // away from the logs, as stack.go explains
 	sum := func(k string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(k))) }
-	yaml := fmt.Sprintf(`providers:
-  - name: mock
-    format: openai
-    base_url: %s/v1
-    api_keys: ["${BENCH_UPSTREAM_KEY}"]
-    max_concurrency: 4096
-    timeouts: { connect: 2s, first_byte: 10s, total: 60s }
-models:
-  - name: %s
-    candidates:
-      - { provider: mock, model: %s }
-clients:
+	yaml := phaseRoutes(b.st.mockURL, fmt.Sprintf(`clients:
   - { name: %s, key_sha256: "%s", priority: interactive }
   - { name: %s, key_sha256: "%s", priority: interactive, budget: { usd: %d, per: day } }
-`, b.st.mockURL, benchModel, benchModel, budgetFreeClient, sum(freeKey), budgetClient, sum(budgetKey), budgetUSD)
+`, budgetFreeClient, sum(freeKey), budgetClient, sum(budgetKey), budgetUSD))
 	if err := os.WriteFile(routes, []byte(yaml), 0o600); err != nil {
 		return err
 	}
@@ -177,19 +166,11 @@ clients:
 		"GATEWAY_SHUTDOWN_GRACE=2s",
 		"BENCH_UPSTREAM_KEY=sk-upstream-" + randomHex(8),
 	})
-	gw, err := startProc("gateway-budget", b.st.tmp, filepath.Join(b.st.tmp, "gateway"), nil, env)
+	gw, base, err := b.st.startPhaseGateway(ctx, "gateway-budget", env)
 	if err != nil {
 		return err
 	}
 	defer gw.stop(5 * time.Second)
-	gaddr, err := boundAddr(ctx, gw, gatewayListening, 30*time.Second)
-	if err != nil {
-		return err
-	}
-	base := "http://" + gaddr
-	if err := waitReady(ctx, gw, base+"/readyz", 30*time.Second); err != nil {
-		return err
-	}
 
 	rq := func(key string) *request {
 		r := b.nonStreaming()

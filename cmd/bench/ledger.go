@@ -195,19 +195,11 @@ func (b *bencher) runLedger(ctx context.Context) ([]ledgerResult, string, error)
 		"GATEWAY_REPLICA_ID=bench-ledger",
 		"BENCH_UPSTREAM_KEY=unused",
 	})
-	gw, err := startProc("gateway-ledger", b.st.tmp, filepath.Join(b.st.tmp, "gateway"), nil, env)
+	gw, base, err := b.st.startPhaseGateway(ctx, "gateway-ledger", env)
 	if err != nil {
 		return nil, "", err
 	}
 	defer gw.stop(10 * time.Second)
-	addr, err := boundAddr(ctx, gw, gatewayListening, 30*time.Second)
-	if err != nil {
-		return nil, "", err
-	}
-	base := "http://" + addr
-	if err := waitReady(ctx, gw, base+"/readyz", 30*time.Second); err != nil {
-		return nil, "", err
-	}
 	client := newClient()
 	defer client.CloseIdleConnections()
 	// The writer's pool is up once the list answers 200 (503 before).

@@ -36,7 +36,7 @@
 // BENCH_PG=shared skips scripts/pg-local.sh and uses the server on 127.0.0.1:5432;
 // BENCH_PROMPT=BYTES makes the stream phase's requests a conversation of about that size;
 // BENCH_KEYS=N inserts N API keys in Postgres before the gateway starts and reports their load;
-// BENCH_ONLY=hold (or open, closed, stream, hanging, tail, translate, ledger, replicas, budget, tracing, comma-separated) runs
+// BENCH_ONLY=hold (or open, closed, stream, hanging, tail, translate, ledger, replicas, budget, tracing, cache, comma-separated) runs
 // only those phases, for iterating on one figure.
 //
 // The ledger phase (ledger.go) times the operator console's reads, GET /admin/requests and
@@ -95,6 +95,7 @@ type settings struct {
 	replicas     replicasSpec
 	budgetPhase  budgetSpec
 	tracePhase   traceSpec
+	cachePhase   cacheSpec
 	budget       time.Duration // the whole run, a safety net over the sizes above
 	pprofDir     string
 	recordsOff   bool            // diagnostic: the gateway without Postgres records
@@ -104,7 +105,7 @@ type settings struct {
 }
 
 // phases BENCH_ONLY can name.
-var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail", "translate", "ledger", "replicas", "budget", "tracing"}
+var phaseNames = []string{"open", "closed", "stream", "hold", "hanging", "tail", "translate", "ledger", "replicas", "budget", "tracing", "cache"}
 
 // runs reports whether phase is part of this run.
 func (s settings) runs(phase string) bool { return len(s.only) == 0 || s.only[phase] }
@@ -125,6 +126,7 @@ func loadSettings() settings {
 		replicas:    replicasSpec{attempts: 20000, conns: 48, duration: 3 * time.Second, rounds: 3, redisAddr: "127.0.0.1:6379"},
 		budgetPhase: budgetSpec{rate: 500, duration: 2500 * time.Millisecond, rounds: 5, sharedAddr: "127.0.0.1:6379"},
 		tracePhase:  traceSpec{rate: 500, duration: 2500 * time.Millisecond, rounds: 5},
+		cachePhase:  cacheSpec{rate: 500, duration: 2500 * time.Millisecond, rounds: 5},
 		budget:      540 * time.Second, pprofDir: os.Getenv("BENCH_PPROF"),
 		recordsOff: os.Getenv("BENCH_RECORDS") == "off",
 	}
@@ -160,6 +162,7 @@ func loadSettings() settings {
 		s.replicas.attempts, s.replicas.duration, s.replicas.rounds = 4000, 1500*time.Millisecond, 1
 		s.budgetPhase.duration, s.budgetPhase.rounds = 1500*time.Millisecond, 2
 		s.tracePhase.duration, s.tracePhase.rounds = 1500*time.Millisecond, 2
+		s.cachePhase.duration, s.cachePhase.rounds = 1500*time.Millisecond, 2
 		s.budget = 100 * time.Second
 	}
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
@@ -187,6 +190,9 @@ func loadSettings() settings {
 		// Building the baseline, four gateways, then ~60 s of runs; and
 		// the outage, when asked for.
 		s.budget += 150*time.Second + s.tracePhase.outage
+	}
+	if s.runs("cache") {
+		s.budget += 60 * time.Second // a gateway, then four runs per round
 	}
 	if s.runs("ledger") {
 		s.budget += 150 * time.Second // generating the ledger, then ~17 query shapes

@@ -217,6 +217,9 @@ func (b *bencher) runAll(ctx context.Context, rep *report) error {
 	if s.runs("tracing") {
 		b.tracing(ctx, rep)
 	}
+	if s.runs("cache") {
+		b.cache(ctx, rep)
+	}
 
 	if s.pprofDir != "" && (s.runs("open") || s.runs("stream")) {
 		if err := b.profile(ctx, nonStream, stream); err != nil {

@@ -137,6 +137,7 @@ type report struct {
 	replicas  *replicasResult // nil when the phase did not run
 	budget    *budgetResult   // nil when the phase did not run
 	tracing   *traceResult    // nil when the phase did not run
+	cache     *cacheResult    // nil when the phase did not run
 	notes     []string
 }
 
@@ -402,6 +403,9 @@ func (r *report) write(w io.Writer) {
 	if r.tracing != nil {
 		r.tracing.write(w)
 	}
+	if r.cache != nil {
+		r.cache.write(w)
+	}
 
 	fmt.Fprintln(w)
 	r.writeTargets(w)
@@ -488,6 +492,11 @@ func (r *report) errorKinds() []string {
 	}
 	if r.tracing != nil {
 		for k, v := range r.tracing.errs() {
+			out = append(out, fmt.Sprintf("gateway, %s: %d", k, v))
+		}
+	}
+	if r.cache != nil {
+		for k, v := range r.cache.errs() {
 			out = append(out, fmt.Sprintf("gateway, %s: %d", k, v))
 		}
 	}

@@ -219,6 +219,44 @@ func routesYAML(mockURL, clientKey string, hangingRounds int, translate bool) st
 `, mockURL, providers, benchModel, benchModel, models, hex.EncodeToString(sum[:]))
 }
 
+// phaseRoutes is the routes file of a phase's own gateway: the mock as the
+// one provider and the bench model, then extra: more models (list items),
+// and then other sections (clients: ...). Without clients the API is open.
+func phaseRoutes(mockURL, extra string) string {
+	return fmt.Sprintf(`providers:
+  - name: mock
+    format: openai
+    base_url: %s/v1
+    api_keys: ["${BENCH_UPSTREAM_KEY}"]
+    max_concurrency: 4096
+    timeouts: { connect: 2s, first_byte: 10s, total: 60s }
+models:
+  - name: %s
+    candidates:
+      - { provider: mock, model: %s }
+%s`, mockURL, benchModel, benchModel, extra)
+}
+
+// startPhaseGateway starts a gateway of a phase's own, named name, with
+// env, and waits until it serves; it returns the process and its base URL
+// (http://127.0.0.1:port). The caller stops the process; on an error it is
+// already stopped.
+func (st *stack) startPhaseGateway(ctx context.Context, name string, env []string) (*proc, string, error) {
+	gw, err := startProc(name, st.tmp, filepath.Join(st.tmp, "gateway"), nil, env)
+	if err != nil {
+		return nil, "", err
+	}
+	addr, err := boundAddr(ctx, gw, gatewayListening, 30*time.Second)
+	if err == nil {
+		err = waitReady(ctx, gw, "http://"+addr+"/readyz", 30*time.Second)
+	}
+	if err != nil {
+		gw.stop(5 * time.Second)
+		return nil, "", err
+	}
+	return gw, "http://" + addr, nil
+}
+
 // cleanEnv is the environment without any gateway settings or proxies of the caller,
 // so that only what the benchmark sets applies.
 func cleanEnv() []string {

@@ -39,5 +39,7 @@ var targetList = []targetSpec{
 	{"tracing", "tracing off: p50 ≤ 1.02x the build before tracing's", "≤ 1.02x"},
 	{"tracing", "tracing on at 1.0: gateway CPU per request ≤ 1.15x tracing off's", "≤ 1.15x"},
 	{"tracing", "tracing on at 1.0: p50 ≤ 1.15x tracing off's", "≤ 1.15x"},
+	{"cache", "response cache: hit latency p50 ≤ 0.5x the bare proxy's to an upstream that answers at once", "≤ 0.5x"},
+	{"cache", "response cache: CPU per miss ≤ 1.05x per uncached request", "≤ 1.05x"},
 	{"all", "zero errors (gateway requests; records dropped)", "0"},
 }

@@ -81,6 +81,9 @@ func (r *report) targetRows() *table {
 	if r.tracing != nil {
 		r.tracing.writeTargets(tb, verdict)
 	}
+	if r.cache != nil {
+		r.cache.writeTargets(tb, verdict)
+	}
 	gwErrs := sumErrs(r.hold[gateway].errs)
 	for _, sc := range r.scenarios {
 		gwErrs += sc.per[gateway].errors()
@@ -102,6 +105,9 @@ func (r *report) targetRows() *table {
 	}
 	if r.tracing != nil {
 		gwErrs += sumErrs(r.tracing.errs())
+	}
+	if r.cache != nil {
+		gwErrs += sumErrs(r.cache.errs())
 	}
 	lost := r.records["gateway_report_dropped_total"]
 	tb.add("zero errors (gateway requests; records dropped)", fmt.Sprintf("%d errors; %.0f records dropped", gwErrs, lost),

@@ -62,6 +62,7 @@ func fakeFullReport(t *testing.T) *report {
 	r.translate = &translateResult{spec: s.translate}
 	r.budget = &budgetResult{spec: s.budgetPhase}
 	r.tracing = &traceResult{spec: s.tracePhase}
+	r.cache = &cacheResult{spec: s.cachePhase}
 	return r
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/llmgw/gateway/internal/upstream"
 )
 
-// CacheStore keeps cached answers (internal/cache's Memory; Redis later).
+// CacheStore keeps cached answers (internal/cache's Memory or Redis).
 // A failing store is a miss: its errors are counted, never answered.
 type CacheStore interface {
 	Get(ctx context.Context, k cache.Key) (cache.Entry, bool, error)

@@ -1,12 +1,8 @@
 package cache
 
 import (
-	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
-	"io"
-	"slices"
 	"strings"
 )
 
@@ -58,118 +54,4 @@ func hexString(b []byte) string {
 		sb.WriteByte(digits[c&15])
 	}
 	return sb.String()
-}
-
-// Canonical is body in canonical form (see NewKey). Numbers are kept as
-// written (1 and 1.0 differ: a provider may read them differently), and
-// strings are re-encoded, so "\u0041" and "A" are the same.
-func Canonical(body []byte) ([]byte, error) {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	tok, err := d.Token()
-	if err != nil {
-		return nil, ErrNotObject
-	}
-	if delim, ok := tok.(json.Delim); !ok || delim != '{' {
-		return nil, ErrNotObject
-	}
-	out := make([]byte, 0, len(body))
-	out, err = object(d, out, true)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, ErrNotObject
-	}
-	return out, nil
-}
-
-type member struct {
-	key string
-	val []byte
-}
-
-// object appends the rest of an object whose '{' was read, its members
-// sorted by key; top drops stream and stream_options.
-func object(d *json.Decoder, out []byte, top bool) ([]byte, error) {
-	var ms []member
-	for d.More() {
-		tok, err := d.Token()
-		if err != nil {
-			return nil, err
-		}
-		k, ok := tok.(string)
-		if !ok {
-			return nil, ErrNotObject
-		}
-		v, err := value(d, nil)
-		if err != nil {
-			return nil, err
-		}
-		if top && (k == "stream" || k == "stream_options") {
-			continue
-		}
-		ms = append(ms, member{k, v})
-	}
-	if _, err := d.Token(); err != nil { // '}'
-		return nil, err
-	}
-	slices.SortStableFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
-	out = append(out, '{')
-	for i, m := range ms {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = appendString(out, m.key)
-		out = append(out, ':')
-		out = append(out, m.val...)
-	}
-	return append(out, '}'), nil
-}
-
-// value appends the next value in canonical form.
-func value(d *json.Decoder, out []byte) ([]byte, error) {
-	tok, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			return object(d, out, false)
-		case '[':
-			out = append(out, '[')
-			for i := 0; d.More(); i++ {
-				if i > 0 {
-					out = append(out, ',')
-				}
-				if out, err = value(d, out); err != nil {
-					return nil, err
-				}
-			}
-			if _, err := d.Token(); err != nil {
-				return nil, err
-			}
-			return append(out, ']'), nil
-		}
-		return nil, ErrNotObject
-	case string:
-		return appendString(out, t), nil
-	case json.Number:
-		return append(out, t...), nil
-	case bool:
-		if t {
-			return append(out, "true"...), nil
-		}
-		return append(out, "false"...), nil
-	case nil:
-		return append(out, "null"...), nil
-	}
-	return nil, ErrNotObject
-}
-
-func appendString(out []byte, s string) []byte {
-	b, _ := json.Marshal(s) // a string always marshals
-	return append(out, b...)
 }

@@ -110,6 +110,10 @@ type Config struct {
 	// RedisWake bounds how long a slot freed on one replica takes to reach
 	// a waiter on another.
 	RedisWake time.Duration `env:"GATEWAY_REDIS_WAKE" envDefault:"50ms"`
+	// CacheMaxBytes bounds the in-process response cache (docs/cache.md) by
+	// the bytes of its entries; with GATEWAY_REDIS_URL the cache is in Redis
+	// and this is not used.
+	CacheMaxBytes ByteSize `env:"GATEWAY_CACHE_MAX_BYTES" envDefault:"64MiB"`
 	// PricesFile replaces the built-in price table (vendor -> model ->
 	// prices, docs/cost.md); empty keeps the built-in one.
 	PricesFile string `env:"GATEWAY_PRICES_FILE"`
@@ -254,6 +258,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxRequestBytes <= 0 {
 		return fmt.Errorf("config: GATEWAY_MAX_REQUEST_BYTES must be positive, got %d", c.MaxRequestBytes)
+	}
+	if c.CacheMaxBytes <= 0 {
+		return fmt.Errorf("config: GATEWAY_CACHE_MAX_BYTES must be positive, got %d", c.CacheMaxBytes)
 	}
 	if c.GCMinHeap < 0 {
 		return fmt.Errorf("config: GATEWAY_GC_MIN_HEAP must not be negative, got %d", c.GCMinHeap)

@@ -21,7 +21,8 @@ func TestDefaults(t *testing.T) {
 		cfg.QueueBudget != 250*time.Millisecond || cfg.FirstByteTimeout != 30*time.Second ||
 		cfg.MaxRequestBytes != 8388608 || cfg.MaxPending != 4096 || !bool(cfg.AutoMigrate) ||
 		cfg.HoldMode != watchdog.HoldFirstBody || cfg.ReadHeaderTimeout != 10*time.Second ||
-		cfg.ReportRetention != 720*time.Hour || cfg.SpoolDir != "./data/spool" || cfg.GCMinHeap != 32<<20 {
+		cfg.ReportRetention != 720*time.Hour || cfg.SpoolDir != "./data/spool" || cfg.GCMinHeap != 32<<20 ||
+		cfg.CacheMaxBytes != 64<<20 {
 		t.Fatalf("unexpected defaults: %+v", cfg)
 	}
 }
@@ -33,6 +34,7 @@ func TestMalformedNamesVariable(t *testing.T) {
 		"GATEWAY_UPSTREAM_EXECUTION_GATE_LIMIT":                       "-1",
 		"GATEWAY_MAX_REQUEST_BYTES":                                   "8MB",
 		"GATEWAY_GC_MIN_HEAP":                                         "32MB",
+		"GATEWAY_CACHE_MAX_BYTES":                                     "64MB",
 		"GATEWAY_AUTO_MIGRATE":                                        "maybe",
 		"GATEWAY_STREAM_FIRST_BYTE_TIMEOUT":                           "0s",
 		"GATEWAY_UPSTREAM_EXECUTION_GATE_HOLD_STREAM_RESPONSE":        "perhaps",
@@ -43,6 +45,19 @@ func TestMalformedNamesVariable(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s=%q: err = %v, want one naming the variable", name, value, err)
 		}
+	}
+}
+
+// TestCacheMaxBytes: the cache's bound is written as the routes file's
+// sizes are, and one that bounds nothing is refused at start.
+func TestCacheMaxBytes(t *testing.T) {
+	cfg, _, err := Load(map[string]string{"GATEWAY_CACHE_MAX_BYTES": "1MiB"})
+	if err != nil || cfg.CacheMaxBytes != 1<<20 {
+		t.Errorf("GATEWAY_CACHE_MAX_BYTES=1MiB: %d, %v; want 1048576", cfg.CacheMaxBytes, err)
+	}
+	if _, _, err := Load(map[string]string{"GATEWAY_CACHE_MAX_BYTES": "0"}); err == nil ||
+		!strings.Contains(err.Error(), "GATEWAY_CACHE_MAX_BYTES must be positive") {
+		t.Errorf("GATEWAY_CACHE_MAX_BYTES=0: err = %v, want it refused", err)
 	}
 }
 

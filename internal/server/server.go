@@ -163,6 +163,7 @@ func New(ctx context.Context, cfg config.Config, routes *routes.Routes, log *slo
 		AdminToken:      cfg.AdminToken, Redactor: g.Redactor, PProf: bool(cfg.PProf), Logger: log,
 		Metrics: g.Metrics.Handler(), Observe: g.Metrics, AccessLog: bool(cfg.AccessLog),
 		Budgets: g.Budgets, AdminReadToken: cfg.AdminReadToken, Tracer: tracer, TraceURL: cfg.TraceURL,
+		CacheStore: g.openCache(),
 	}
 	if g.keys.cache != nil {
 		apiOpts.Keys, apiOpts.KeyStore, apiOpts.KeySync = g.keys.cache, g.keys.store, g.keys.syncer
