@@ -63,6 +63,14 @@ func inputMessages(raw json.RawMessage) ([]chatMessage, error) {
 		case "reasoning":
 			// Dropped: its encrypted content is for the OpenAI model that
 			// wrote it, and no other provider can read it.
+		case "item_reference":
+			// A reference to an item OpenAI stored (the Vercel AI SDK sends
+			// the assistant's earlier text this way unless store is false).
+			// Nothing here stores items, and dropping it would silently cut
+			// the assistant's turns out of the conversation, so the refusal
+			// says what the client can do instead.
+			return nil, &RequestError{Param: param + ".type", Message: "input item type \"item_reference\" names a stored item, and this model's providers do not store responses; " +
+				"send the item itself (with the Vercel AI SDK, set providerOptions.openai.store to false)"}
 		default:
 			return nil, &RequestError{Param: param + ".type", Message: fmt.Sprintf("input item type %q is not available for this model", it.Type)}
 		}
