@@ -10,6 +10,7 @@ import (
 // without "type"), a function call the model made, or its output.
 type item struct {
 	Type      string          `json:"type"`
+	ID        string          `json:"id"`
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"`
 	CallID    string          `json:"call_id"`
@@ -19,8 +20,8 @@ type item struct {
 }
 
 // inputMessages translates input: a string is one user message; a list is
-// translated item by item.
-func inputMessages(raw json.RawMessage) ([]chatMessage, error) {
+// translated item by item, an item_reference as the stored item it names.
+func inputMessages(raw json.RawMessage, stored Items) ([]chatMessage, error) {
 	if isNull(raw) {
 		return nil, &RequestError{Param: "input", Message: "you must provide an input"}
 	}
@@ -35,6 +36,12 @@ func inputMessages(raw json.RawMessage) ([]chatMessage, error) {
 	var out []chatMessage
 	for i, it := range items {
 		param := fmt.Sprintf("input[%d]", i)
+		if it.Type == "item_reference" {
+			var err error
+			if it, err = resolve(it, stored, param); err != nil {
+				return nil, err
+			}
+		}
 		switch it.Type {
 		case "message", "":
 			m, err := message(it, param)
@@ -63,14 +70,6 @@ func inputMessages(raw json.RawMessage) ([]chatMessage, error) {
 		case "reasoning":
 			// Dropped: its encrypted content is for the OpenAI model that
 			// wrote it, and no other provider can read it.
-		case "item_reference":
-			// A reference to an item OpenAI stored (the Vercel AI SDK sends
-			// the assistant's earlier text this way unless store is false).
-			// Nothing here stores items, and dropping it would silently cut
-			// the assistant's turns out of the conversation, so the refusal
-			// says what the client can do instead.
-			return nil, &RequestError{Param: param + ".type", Message: "input item type \"item_reference\" names a stored item, and this model's providers do not store responses; " +
-				"send the item itself (with the Vercel AI SDK, set providerOptions.openai.store to false)"}
 		default:
 			return nil, &RequestError{Param: param + ".type", Message: fmt.Sprintf("input item type %q is not available for this model", it.Type)}
 		}
