@@ -4,8 +4,10 @@
 // Usage: node check.mjs BASE_URL API_KEY MODEL text|tools
 //   text:  streamText, then generateText with an image part and maxOutputTokens.
 //   tools: generateText and streamText with one tool the model calls; the SDK
-//          runs it, sends the result back and the model answers (two steps);
-//          before them, generateText with the SDK's default store: true, refused.
+//          runs it, sends the result back and the model answers (two steps),
+//          with the SDK's default store (true: the answering step names the
+//          tool call step's items by item_reference), then generateText
+//          with store: false (the items sent whole).
 import { createOpenAI } from '@ai-sdk/openai';
 import { generateText, streamText, tool, stepCountIs } from 'ai';
 import { z } from 'zod';
@@ -44,38 +46,40 @@ if (phase === 'text') {
       return { found: `result for ${input.identity}` };
     },
   });
+  // How many of a call's request bodies named an item by item_reference:
+  // the default store's answering step does, store: false's does not.
+  let refs = 0;
+  const gatewayFetch = globalThis.fetch;
+  globalThis.fetch = (input, init) => {
+    if (typeof init?.body === 'string' && init.body.includes('"item_reference"')) refs++;
+    return gatewayFetch(input, init);
+  };
   const toolLine = async (call, r, calls) => {
     const steps = await r.steps;
-    print({ call, text: await r.text, finishReason: await r.finishReason, calls,
+    print({ call, text: await r.text, finishReason: await r.finishReason, calls, itemReferences: refs,
       stepFinishReasons: steps.map((s) => s.finishReason),
       toolResults: steps.flatMap((s) => s.toolResults.map((t) => t.output)),
       ...usage(await r.totalUsage) });
+    refs = 0;
   };
   const prompt = 'Use the lookup tool, then answer.';
-  // The SDK's default store: the tool's answering step is refused, saying why.
-  const refCalls = [];
-  try {
-    await generateText({ model, prompt, tools: { lookup: lookupTool(refCalls) }, stopWhen: stepCountIs(4), maxRetries: 0 });
-    print({ call: 'generateText store', calls: refCalls });
-  } catch (e) {
-    print({ call: 'generateText store', calls: refCalls, status: e.statusCode, param: e.data?.error?.param, text: e.data?.error?.message });
-  }
-
-  // store: false makes the SDK send the assistant's text of the tool call
-  // step back whole; by default (store: true) it sends an item_reference to
-  // it, which only a server that stored the response can resolve.
-  const providerOptions = { openai: { store: false } };
   const genCalls = [];
-  const gen = await generateText({ model, prompt, tools: { lookup: lookupTool(genCalls) }, stopWhen: stepCountIs(4), maxRetries: 0, providerOptions });
+  const gen = await generateText({ model, prompt, tools: { lookup: lookupTool(genCalls) }, stopWhen: stepCountIs(4), maxRetries: 0 });
   await toolLine('generateText', gen, genCalls);
 
   const stCalls = [];
   let streamError;
-  const st = streamText({ model, prompt, tools: { lookup: lookupTool(stCalls) }, stopWhen: stepCountIs(4), maxRetries: 0, providerOptions,
+  const st = streamText({ model, prompt, tools: { lookup: lookupTool(stCalls) }, stopWhen: stepCountIs(4), maxRetries: 0,
     onError: ({ error }) => { streamError = error; } });
   for await (const _ of st.textStream) { /* drain */ }
   if (streamError) throw streamError;
   await toolLine('streamText', st, stCalls);
+
+  // store: false makes the SDK send the tool call step's items back whole.
+  const noStoreCalls = [];
+  const noStore = await generateText({ model, prompt, tools: { lookup: lookupTool(noStoreCalls) }, stopWhen: stepCountIs(4), maxRetries: 0,
+    providerOptions: { openai: { store: false } } });
+  await toolLine('generateText store false', noStore, noStoreCalls);
 
 } else {
   throw new Error(`unknown phase ${phase}`);
