@@ -129,6 +129,7 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 		rj.reject(http.StatusNotFound, typeInvalidRequest, codeModelNotFound, "model", msg)
 		return nil, nil, nil, nil
 	}
+	s.prepareItems(r.Context(), chat, plan, clientName)
 	if !checkFirst(rj, chat, &plan[0]) {
 		return nil, nil, nil, nil
 	}

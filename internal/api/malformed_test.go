@@ -126,6 +126,13 @@ func (u *bodyUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // loopback, the way clients reach it.
 func startGateway(t *testing.T, up http.Handler, o *outcomes) string {
 	t.Helper()
+	return startGatewayOn(t, up, o, "", nil)
+}
+
+// startGatewayOn is startGateway with the provider's extra YAML (its
+// format, say) and the server's cache store (nil: the default).
+func startGatewayOn(t *testing.T, up http.Handler, o *outcomes, providerExtra string, store CacheStore) string {
+	t.Helper()
 	uts := httptest.NewServer(up)
 	t.Cleanup(uts.Close)
 	routes, err := routes.Parse([]byte(`
@@ -134,6 +141,7 @@ providers:
     base_url: `+uts.URL+`/v1
     api_keys: ["${KEY}"]
     max_concurrency: 4
+`+providerExtra+`
 models:
   - name: m
     candidates:
@@ -157,7 +165,8 @@ models:
 			Upstreams: map[string]candidates.Sender{"p": clients["p"]}},
 		Observe:         panicCounter{o: o},
 		MaxRequestBytes: 1 << 20, StreamWriteTimeout: 5 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		CacheStore: store,
 	})
 	gts := httptest.NewUnstartedServer(s)
 	gts.Config.BaseContext = s.BaseContext

@@ -13,11 +13,14 @@ import (
 
 // messagesRequest is the part of a Messages body the mock acts on.
 type messagesRequest struct {
-	Model     string     `json:"model"`
-	MaxTokens *int       `json:"max_tokens"`
-	Messages  []struct{} `json:"messages"`
-	Stream    bool       `json:"stream"`
-	Tools     []struct {
+	Model     string `json:"model"`
+	MaxTokens *int   `json:"max_tokens"`
+	Messages  []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Stream bool `json:"stream"`
+	Tools  []struct {
 		Name string `json:"name"`
 	} `json:"tools"`
 }
@@ -79,6 +82,9 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	c.track(req.Model)
 	m := message{tool: c.b.ToolUse}
+	if last := req.Messages[len(req.Messages)-1]; last.Role == "user" && anyBlock(last.Content, isAnthropicToolResult) {
+		m.tool = "" // the tool's result is in: answer it, so an agent loop ends
+	}
 	if m.tool == ToolUseFirst {
 		if len(req.Tools) == 0 || req.Tools[0].Name == "" {
 			c.reject(http.StatusBadRequest, HeaderToolUse+": * asks for the request's first tool, and it has none", "", "")

@@ -165,6 +165,9 @@ func (s *Server) serveBedrock(w http.ResponseWriter, r *http.Request, model stri
 	}
 	c.track(model)
 	m := message{tool: c.b.ToolUse}
+	if last := req.Messages[len(req.Messages)-1]; last.Role == "user" && anyRawBlock(last.Content, isConverseToolResult) {
+		m.tool = "" // the tool's result is in: answer it, so an agent loop ends
+	}
 	if m.tool == ToolUseFirst {
 		if req.ToolConfig == nil || len(req.ToolConfig.Tools) == 0 {
 			c.reject(http.StatusBadRequest, HeaderToolUse+": * asks for the request's first tool, and it has none", "", "")

@@ -149,10 +149,13 @@ type Behavior struct {
 	// ignores the option. Non-stream answers always carry usage. Only the chat endpoint
 	// reads it: Anthropic messages and Responses always carry usage.
 	Usage bool
-	// ToolUse (Anthropic messages and Gemini only), when set, makes the answer call that tool: a
-	// tool_use content block after the text and stop_reason "tool_use". ToolUseFirst
-	// ("*") calls the first tool of the request's "tools" and refuses a request without
-	// any.
+	// ToolUse (Anthropic messages, Gemini and Bedrock only), when set, makes the answer
+	// call that tool: a tool_use content block after the text and stop_reason
+	// "tool_use". ToolUseFirst ("*") calls the first tool of the request's "tools" and
+	// refuses a request without any. A request whose last message carries a tool's
+	// result (Anthropic tool_result, Converse toolResult, Gemini functionResponse) is
+	// answered with text, as the OpenAI endpoints do (tools.go), so an agent's
+	// call-then-answer loop ends.
 	ToolUse string
 	// Keyless (Anthropic messages and Gemini only) accepts requests without an x-api-key
 	// (x-goog-api-key) header;

@@ -86,10 +86,12 @@
 // Anthropic-shaped ({"type":"error","error":{"type":"overloaded_error",...}}, 529 for
 // overloaded) on the Anthropic one. The Anthropic route also refuses, as Anthropic does,
 // a request without x-api-key (401, unless Behavior.Keyless) or anthropic-version (400),
-// and answers a tool call when Behavior.ToolUse asks for one. The OpenAI chat and
-// Responses endpoints answer a tool call, stream and not, when the request declares
-// tools and either tool_choice requires one (a named function, or "required": the
-// first declared tool) or the last user message asks for a declared tool by name
+// and answers a tool call when Behavior.ToolUse asks for one (so do the Gemini and
+// Bedrock routes), until the last message carries the tool's result: then text, so an
+// agent's loop ends. The OpenAI chat and Responses endpoints answer a tool call,
+// stream and not, when the request declares tools and either tool_choice requires one
+// (a named function, or "required": the first declared tool) or the last user message
+// asks for a declared tool by name
 // ("use the <name> tool", "call <name>", case ignored); the arguments are an object of
 // placeholders for the tool's required parameters, and after a tool's result (a "tool"
 // message, a function_call_output item) the answer is text again. tools.go has the

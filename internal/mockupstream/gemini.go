@@ -117,6 +117,9 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, model, meth
 	}
 	c.track(model)
 	m := message{tool: c.b.ToolUse}
+	if last := req.Contents[len(req.Contents)-1]; anyRawBlock(last.Parts, isGeminiFunctionResponse) {
+		m.tool = "" // the function's result is in: answer it, so an agent loop ends
+	}
 	if m.tool == ToolUseFirst {
 		if len(req.Tools) == 0 || len(req.Tools[0].FunctionDeclarations) == 0 {
 			c.reject(http.StatusBadRequest, HeaderToolUse+": * asks for the request's first function, and it has none", "", "")

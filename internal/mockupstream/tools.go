@@ -246,3 +246,52 @@ func placeholderArgs(params json.RawMessage) []byte {
 	}
 	return append(out, '}')
 }
+
+// The tool results of the other vendors' bodies, read to end an agent loop the
+// way a chat "tool" message does (Behavior.ToolUse).
+
+// anyBlock reports whether content (a message's content: a string or an array
+// of blocks) has a block that is accepts.
+func anyBlock(content json.RawMessage, is func(json.RawMessage) bool) bool {
+	var blocks []json.RawMessage
+	if json.Unmarshal(content, &blocks) != nil {
+		return false // a string: text only
+	}
+	return anyRawBlock(blocks, is)
+}
+
+func anyRawBlock(blocks []json.RawMessage, is func(json.RawMessage) bool) bool {
+	for _, b := range blocks {
+		if is(b) {
+			return true
+		}
+	}
+	return false
+}
+
+// isAnthropicToolResult: {"type":"tool_result",...}.
+func isAnthropicToolResult(block json.RawMessage) bool {
+	var b struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(block, &b) == nil && b.Type == "tool_result"
+}
+
+// isConverseToolResult: {"toolResult":{...}}.
+func isConverseToolResult(block json.RawMessage) bool {
+	return hasMember(block, "toolResult")
+}
+
+// isGeminiFunctionResponse: {"functionResponse":{...}}.
+func isGeminiFunctionResponse(part json.RawMessage) bool {
+	return hasMember(part, "functionResponse")
+}
+
+func hasMember(object json.RawMessage, name string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(object, &m) != nil {
+		return false
+	}
+	_, ok := m[name]
+	return ok
+}

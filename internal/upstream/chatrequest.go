@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmgw/gateway/internal/jsontext"
+	"github.com/llmgw/gateway/internal/upstream/responsesclient"
 )
 
 // RequestError is a client request the gateway refuses before planning; the
@@ -52,6 +53,17 @@ type ChatRequest struct {
 	// objEnd is the index of the body object's closing brace, where a
 	// member the gateway adds goes (usageBody).
 	objEnd int
+	// NoStore is a Responses request's store: false: its answer's
+	// output items are not kept (responses_items.go).
+	NoStore bool
+	// Items resolves the item_reference inputs of a Responses request
+	// translated for a provider that stores nothing, and KeepItems keeps
+	// the output items of its translated answer before the client sees
+	// them; both set by the API on such requests only, before the first
+	// Build (responses_items.go). KeepItems may be called from any
+	// attempt's goroutine.
+	Items     responsesclient.Items
+	KeepItems func([]responsesclient.Item)
 }
 
 // ParseChatRequest validates a chat completions body: one JSON object,
@@ -206,6 +218,12 @@ func (p *requestParse) member(rawKey, body []byte, valStart, valEnd int) *Reques
 		default:
 			return &RequestError{Param: "stream", Message: "'stream' must be a boolean"}
 		}
+	case memStore:
+		// Read on the responses route: the gateway keeps the output items
+		// of a translated answer unless the client said store: false
+		// (responses_items.go). A value that is not a boolean is the
+		// provider's to refuse, as OpenAI does.
+		req.NoStore = p.route == RouteResponses && string(val) == "false"
 	case memMaxTokens, memMaxCompletionTokens, memMaxOutputTokens:
 		// Read for the budget's reservation (docs/cost.md); a value that
 		// is not a whole number is the provider's to refuse.
@@ -295,6 +313,7 @@ const (
 	memUser
 	memSafetyIdentifier
 	memN
+	memStore
 	numPolicyMembers
 )
 
@@ -303,6 +322,7 @@ var policyNames = [numPolicyMembers]string{
 	"max_tokens", "max_completion_tokens", "max_output_tokens", "system", "metadata", "stop",
 	"stop_sequences", "temperature", "top_p", "top_k", "tools", "tool_choice",
 	"parallel_tool_calls", "output_config", "output_format", "user", "safety_identifier", "n",
+	"store",
 }
 
 // maxPolicyName is the longest policy member name (max_completion_tokens).
@@ -360,6 +380,8 @@ func policyMember(key []byte) int {
 		return memSafetyIdentifier
 	case "n":
 		return memN
+	case "store":
+		return memStore
 	}
 	return -1
 }

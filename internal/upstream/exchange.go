@@ -71,7 +71,7 @@ func (r *ChatRequest) translate(ep *Endpoint, model string) ([]byte, error) {
 	case RouteChat, RouteResponses: // an OpenAI client, an anthropic provider
 		chat := r.Body
 		if r.Route == RouteResponses {
-			b, err := responsesToChat(r.Body, model)
+			b, err := r.responsesToChat(model)
 			if err != nil {
 				return nil, err
 			}

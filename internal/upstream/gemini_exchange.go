@@ -38,7 +38,7 @@ func (r *ChatRequest) toGemini(ep *Endpoint, model string, x *translation) ([]by
 		}
 		chat = b
 	case RouteResponses:
-		b, err := responsesToChat(r.Body, model)
+		b, err := r.responsesToChat(model)
 		if err != nil {
 			return nil, err
 		}

@@ -21,9 +21,10 @@ import (
 // providers are passed through, untouched (PassReader).
 
 // responsesToChat is a Responses client's body in the chat form, for
-// model. A refusal is the client's 400, naming the field.
-func responsesToChat(body []byte, model string) ([]byte, error) {
-	b, err := responsesclient.ResponsesToChat(body, model)
+// model, its item references resolved from r.Items. A refusal is the
+// client's 400, naming the field.
+func (r *ChatRequest) responsesToChat(model string) ([]byte, error) {
+	b, err := responsesclient.ResponsesToChat(r.Body, model, r.Items)
 	if err != nil {
 		var re *responsesclient.RequestError
 		if errors.As(err, &re) {
@@ -49,7 +50,7 @@ func (r *ChatRequest) responsesReader(ep *Endpoint) Reader {
 	default:
 		chat = &fromAnthropic{t: anthropic.NewStreamTranslator(r.Model, created, true), model: r.Model, created: created}
 	}
-	return &toResponses{chat: chat, t: responsesclient.NewStreamTranslator(r.Model), model: r.Model}
+	return &toResponses{chat: chat, t: responsesclient.NewStreamTranslator(r.Model), model: r.Model, keep: r.KeepItems}
 }
 
 // toResponses turns what a chat reader makes of a provider's answer into
@@ -60,16 +61,34 @@ type toResponses struct {
 	t      *responsesclient.StreamTranslator
 	model  string
 	chunks []byte // the chat reader's chunks, before t translates them
+	// keep is handed the output items of the whole answer before it
+	// reaches the client (nil: not kept); kept is that it was
+	keep func([]responsesclient.Item)
+	kept bool
 }
 
 func (x *toResponses) Event(dst, ev []byte, committed bool) ([]byte, error) {
 	chunks, err := x.chat.Event(x.chunks[:0], ev, committed)
 	x.chunks = chunks
 	out, terr := x.feed(dst, chunks)
+	x.keepWhole()
 	if err != nil {
 		return out, err
 	}
 	return out, terr
+}
+
+// keepWhole hands keep the items of a stream whose terminal event was just
+// translated, before the caller writes that event: a client that names
+// them in its next request finds them.
+func (x *toResponses) keepWhole() {
+	if x.keep == nil || x.kept || !x.t.Done() {
+		return
+	}
+	if items := x.t.Items(); items != nil {
+		x.kept = true
+		x.keep(items)
+	}
 }
 
 // feed has t translate the chat chunks the chat reader wrote, each one
@@ -115,6 +134,7 @@ func (x *toResponses) End(dst []byte) ([]byte, error) {
 		}
 		out = x.t.Finish(out)
 	}
+	x.keepWhole()
 	return out, nil
 }
 
@@ -123,10 +143,18 @@ func (x *toResponses) Body(body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := responsesclient.ChatToResponse(chat, x.model)
+	if x.keep == nil {
+		out, err := responsesclient.ChatToResponse(chat, x.model)
+		if err != nil {
+			return nil, &ProtocolError{Err: err}
+		}
+		return out, nil
+	}
+	out, items, err := responsesclient.ChatToResponseItems(chat, x.model)
 	if err != nil {
 		return nil, &ProtocolError{Err: err}
 	}
+	x.keep(items)
 	return out, nil
 }
 

@@ -7,12 +7,14 @@
 // format → chat → Responses. It owns the pure translation:
 //
 //   - ResponsesToChat: a Responses request body to a chat completions body
-//     for an upstream model, refusing what it cannot express with
+//     for an upstream model, its item references resolved from the items
+//     the caller kept (items.go), refusing what it cannot express with
 //     *RequestError, naming the field.
-//   - ChatToResponse: a chat.completion body to a Response object.
+//   - ChatToResponse: a chat.completion body to a Response object
+//     (ChatToResponseItems: with its output items, to keep).
 //   - StreamTranslator: chat completion chunks to Responses SSE events
 //     (event: lines, sequence_number), event by event, appending into the
-//     caller's buffer.
+//     caller's buffer; Items once the response is whole.
 //
 // It does not do HTTP, choose providers or count tokens; package upstream
 // calls in here. It imports only the standard library and
@@ -26,7 +28,8 @@
 // image_generation, mcp, local_shell, custom tools, any type but function:
 // param tools[i].type), previous_response_id and conversation (the gateway
 // stores no responses), background: true, input item types it has no chat
-// form for (file inputs, item references, built-in tools' call items) and
+// form for (file inputs, built-in tools' call items), item references to
+// items the caller does not hold, and
 // tool_choice forms other than auto, none, required and one function.
 //
 // Dropped: reasoning items in the input (their encrypted_content can be

@@ -91,9 +91,10 @@ type imageURL struct {
 }
 
 // ResponsesToChat translates a Responses request body into a chat
-// completions body for model. What cannot be expressed is a *RequestError
-// naming the field (doc.go lists them).
-func ResponsesToChat(body []byte, model string) ([]byte, error) {
+// completions body for model, its item_reference inputs resolved from
+// stored (items.go). What cannot be expressed is a *RequestError naming the
+// field (doc.go lists them).
+func ResponsesToChat(body []byte, model string, stored Items) ([]byte, error) {
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, &RequestError{Message: "request body does not match the Responses API: " + err.Error()}
@@ -124,7 +125,7 @@ func ResponsesToChat(body []byte, model string) ([]byte, error) {
 			out.Messages = append(out.Messages, chatMessage{Role: "system", Content: s})
 		}
 	}
-	msgs, err := inputMessages(req.Input)
+	msgs, err := inputMessages(req.Input, stored)
 	if err != nil {
 		return nil, err
 	}

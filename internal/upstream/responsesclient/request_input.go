@@ -10,6 +10,7 @@ import (
 // without "type"), a function call the model made, or its output.
 type item struct {
 	Type      string          `json:"type"`
+	ID        string          `json:"id"`
 	Role      string          `json:"role"`
 	Content   json.RawMessage `json:"content"`
 	CallID    string          `json:"call_id"`
@@ -19,8 +20,8 @@ type item struct {
 }
 
 // inputMessages translates input: a string is one user message; a list is
-// translated item by item.
-func inputMessages(raw json.RawMessage) ([]chatMessage, error) {
+// translated item by item, an item_reference as the stored item it names.
+func inputMessages(raw json.RawMessage, stored Items) ([]chatMessage, error) {
 	if isNull(raw) {
 		return nil, &RequestError{Param: "input", Message: "you must provide an input"}
 	}
@@ -35,6 +36,12 @@ func inputMessages(raw json.RawMessage) ([]chatMessage, error) {
 	var out []chatMessage
 	for i, it := range items {
 		param := fmt.Sprintf("input[%d]", i)
+		if it.Type == "item_reference" {
+			var err error
+			if it, err = resolve(it, stored, param); err != nil {
+				return nil, err
+			}
+		}
 		switch it.Type {
 		case "message", "":
 			m, err := message(it, param)

@@ -28,7 +28,7 @@ func TestResponsesToChat(t *testing.T) {
 			`{"model":"up","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ResponsesToChat([]byte(tc.in), "up")
+			got, err := ResponsesToChat([]byte(tc.in), "up", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,14 +53,14 @@ func TestResponsesToChatRefuses(t *testing.T) {
 		{`{"model":"m","input":"x","previous_response_id":"resp_1"}`, "previous_response_id"},
 		{`{"model":"m","input":"x","conversation":"conv_1"}`, "conversation"},
 		{`{"model":"m","input":"x","background":true}`, "background"},
-		{`{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].type"},
+		{`{"model":"m","input":[{"type":"item_reference","id":"msg_1"}]}`, "input[0].id"},
 		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`, "input[0].content[0].type"},
 		{`{"model":"m","input":[{"role":"user","content":[{"type":"input_image","file_id":"f"}]}]}`, "input[0].content[0].image_url"},
 		{`{"model":"m","input":[{"role":"critic","content":"x"}]}`, "input[0].role"},
 		{`{"model":"m","input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":{"type":"file_search"}}`, "tool_choice"},
 		{`{"model":"m","input":"x","text":{"format":{"type":"grammar"}}}`, "text.format.type"},
 	} {
-		_, err := ResponsesToChat([]byte(tc.in), "up")
+		_, err := ResponsesToChat([]byte(tc.in), "up", nil)
 		var re *RequestError
 		if !errors.As(err, &re) || re.Param != tc.param {
 			t.Errorf("%s: got %v, want a refusal of %s", tc.in, err, tc.param)

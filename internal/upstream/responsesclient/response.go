@@ -125,6 +125,36 @@ type chatCompletion struct {
 // answering a client that asked for model. A body carrying an error object
 // is a *ProviderError; one that is not a completion wraps ErrBadResponse.
 func ChatToResponse(body []byte, model string) ([]byte, error) {
+	r, err := chatToResponse(body, model)
+	if err != nil {
+		return nil, err
+	}
+	return encodeResponse(r)
+}
+
+// ChatToResponseItems is ChatToResponse, with the output items of the
+// Response it returns, for a client whose items are kept (items.go).
+func ChatToResponseItems(body []byte, model string) ([]byte, []Item, error) {
+	r, err := chatToResponse(body, model)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := encodeResponse(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, r.items(), nil
+}
+
+func encodeResponse(r *response) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode response: %w", err)
+	}
+	return b, nil
+}
+
+func chatToResponse(body []byte, model string) (*response, error) {
 	var c chatCompletion
 	if err := json.Unmarshal(body, &c); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadResponse, err)
@@ -158,11 +188,7 @@ func ChatToResponse(body []byte, model string) ([]byte, error) {
 		r.Output = append(r.Output, callItem(newID("fc_"), "completed", tc.ID, tc.Function.Name, args))
 	}
 	r.Usage = c.Usage.responses()
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("encode response: %w", err)
-	}
-	return b, nil
+	return &r, nil
 }
 
 func newResponse(model string, created int64) response {

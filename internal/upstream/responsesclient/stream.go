@@ -21,6 +21,7 @@ type StreamTranslator struct {
 	seq      int64
 	started  bool
 	done     bool
+	whole    bool   // the terminal response.completed or .incomplete was written
 	finish   string // the finish_reason, once one was given
 	finished bool
 
@@ -57,6 +58,16 @@ func (t *StreamTranslator) Done() bool { return t.done }
 // Finished reports whether the provider gave a finish_reason: a stream that
 // ends after it without [DONE] is whole.
 func (t *StreamTranslator) Finished() bool { return t.finished }
+
+// Items is the output items of the whole response, once its terminal
+// event was written (a stream cut or failed has none): what its
+// response.completed (or .incomplete) carries, item by item.
+func (t *StreamTranslator) Items() []Item {
+	if !t.whole {
+		return nil
+	}
+	return t.resp.items()
+}
 
 // ResponseID is the id of the response the stream writes.
 func (t *StreamTranslator) ResponseID() string { return t.resp.ID }
@@ -158,7 +169,7 @@ func (t *StreamTranslator) Finish(dst []byte) []byte {
 		dst = t.start(dst)
 	}
 	dst = t.closeItem(dst)
-	t.done = true
+	t.done, t.whole = true, true
 	t.resp.Status, t.resp.IncompleteDetails = status(t.finish)
 	t.resp.Usage = t.usage.responses()
 	name := "response.completed"
