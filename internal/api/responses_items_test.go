@@ -28,13 +28,13 @@ func TestItemKey(t *testing.T) {
 	}
 }
 
-// brokenStore is a cache store that is down (every call fails at once) or
+// itemsStoreDown is a cache store that is down (every call fails at once) or
 // hung (every call waits for its deadline), as Redis can be.
-type brokenStore struct{ hung bool }
+type itemsStoreDown struct{ hung bool }
 
 var errStoreDown = errors.New("store down")
 
-func (b brokenStore) wait(ctx context.Context) error {
+func (b itemsStoreDown) wait(ctx context.Context) error {
 	if !b.hung {
 		return errStoreDown
 	}
@@ -42,11 +42,11 @@ func (b brokenStore) wait(ctx context.Context) error {
 	return ctx.Err()
 }
 
-func (b brokenStore) Get(ctx context.Context, _ cache.Key) (cache.Entry, bool, error) {
+func (b itemsStoreDown) Get(ctx context.Context, _ cache.Key) (cache.Entry, bool, error) {
 	return cache.Entry{}, false, b.wait(ctx)
 }
 
-func (b brokenStore) Set(ctx context.Context, _ cache.Key, _ cache.Entry) error { return b.wait(ctx) }
+func (b itemsStoreDown) Set(ctx context.Context, _ cache.Key, _ cache.Entry) error { return b.wait(ctx) }
 
 // TestItemsStoreBroken: with the store down or hung, a translated
 // Responses answer is still served (its items are not kept), and a
@@ -56,7 +56,7 @@ func TestItemsStoreBroken(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 	for _, hung := range []bool{false, true} {
 		up := mockupstream.New(mockupstream.Behavior{Identity: "anthropic"})
-		url := startGatewayOn(t, up, newOutcomes(), "    format: anthropic", brokenStore{hung: hung})
+		url := startGatewayOn(t, up, newOutcomes(), "    format: anthropic", itemsStoreDown{hung: hung})
 		client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 		post := func(body string) (int, []byte, time.Duration) {
 			start := time.Now()
