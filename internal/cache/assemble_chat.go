@@ -10,12 +10,8 @@ import (
 // Members it does not know at the top (OpenAI's "obfuscation") are
 // per-chunk and not part of the answer.
 type chatChunk struct {
-	ID                string          `json:"id"`
-	Created           int64           `json:"created"`
-	Model             string          `json:"model"`
-	SystemFingerprint json.RawMessage `json:"system_fingerprint"`
-	ServiceTier       json.RawMessage `json:"service_tier"`
-	Choices           []struct {
+	chatHead
+	Choices []struct {
 		Index        *int                       `json:"index"`
 		Delta        map[string]json.RawMessage `json:"delta"`
 		FinishReason *string                    `json:"finish_reason"`
@@ -25,7 +21,18 @@ type chatChunk struct {
 	Error json.RawMessage `json:"error"`
 }
 
-type toolCallDelta struct {
+// chatHead is what every chunk of a completion and the completion share.
+type chatHead struct {
+	ID                string          `json:"id"`
+	Created           int64           `json:"created"`
+	Model             string          `json:"model"`
+	SystemFingerprint json.RawMessage `json:"system_fingerprint"`
+	ServiceTier       json.RawMessage `json:"service_tier"`
+}
+
+// chatToolCall is a tool call of a chunk's delta (with its index) or of a
+// stored message (in array order).
+type chatToolCall struct {
 	Index    *int   `json:"index"`
 	ID       string `json:"id"`
 	Type     string `json:"type"`
@@ -139,7 +146,7 @@ func (b *chatBuilder) delta(cc *chatChoice, d map[string]json.RawMessage) error 
 				return ErrNotStorable
 			}
 		case "tool_calls":
-			var tcs []toolCallDelta
+			var tcs []chatToolCall
 			if json.Unmarshal(v, &tcs) != nil {
 				return ErrNotStorable
 			}
@@ -167,7 +174,7 @@ func (b *chatBuilder) delta(cc *chatChoice, d map[string]json.RawMessage) error 
 	return nil
 }
 
-func (b *chatBuilder) toolDelta(cc *chatChoice, tc toolCallDelta) error {
+func (b *chatBuilder) toolDelta(cc *chatChoice, tc chatToolCall) error {
 	if tc.Index == nil || *tc.Index < 0 || *tc.Index >= maxIndex {
 		return ErrNotStorable
 	}
@@ -204,7 +211,7 @@ func (b *chatBuilder) body(usage []byte) ([]byte, error) {
 	o.str("model", b.model)
 	o.key("choices")
 	o.b = append(o.b, '[')
-	for n, i := range sortedInts(b.choices) {
+	for n, i := range sortedKeys(b.choices) {
 		cc := b.choices[i]
 		if cc.finish == "" {
 			return nil, ErrIncomplete
@@ -257,7 +264,7 @@ func (cc *chatChoice) message() []byte {
 	if len(cc.tools) > 0 {
 		m.key("tool_calls")
 		m.b = append(m.b, '[')
-		for n, i := range sortedInts(cc.tools) {
+		for n, i := range sortedKeys(cc.tools) {
 			t := cc.tools[i]
 			if n > 0 {
 				m.b = append(m.b, ',')

@@ -76,7 +76,7 @@ func (b *messagesBuilder) event(_, data []byte) error {
 		for k, v := range ev.Delta {
 			b.msg[k] = v
 		}
-		if b.usage == nil {
+		if b.usage == nil && ev.Usage != nil {
 			b.usage = map[string]json.RawMessage{}
 		}
 		for k, v := range ev.Usage {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -55,17 +56,8 @@ func (o *jsonObject) members(m map[string]json.RawMessage, skip ...string) {
 	}
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
-func sortedInts[V any](m map[int]V) []int {
-	ks := make([]int, 0, len(m))
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	ks := make([]K, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
 	}

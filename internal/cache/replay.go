@@ -60,27 +60,14 @@ func appendData(dst []byte, name string, d []byte) []byte {
 
 // storedCompletion is what replayChat reads of a stored chat completion.
 type storedCompletion struct {
-	ID                string          `json:"id"`
-	Created           int64           `json:"created"`
-	Model             string          `json:"model"`
-	SystemFingerprint json.RawMessage `json:"system_fingerprint"`
-	ServiceTier       json.RawMessage `json:"service_tier"`
-	Choices           []struct {
+	chatHead
+	Choices []struct {
 		Index        int                        `json:"index"`
 		Message      map[string]json.RawMessage `json:"message"`
 		FinishReason *string                    `json:"finish_reason"`
 		Logprobs     json.RawMessage            `json:"logprobs"`
 	} `json:"choices"`
 	Usage json.RawMessage `json:"usage"`
-}
-
-type storedToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
 }
 
 // chatReplay writes chunks that share the completion's id, created and
@@ -191,7 +178,7 @@ func (r *chatReplay) choice(index int, msg map[string]json.RawMessage, finish *s
 		r.chunk(index, others.end(), nil, nil)
 	}
 	if v, ok := msg["tool_calls"]; ok && !isNull(v) {
-		var tcs []storedToolCall
+		var tcs []chatToolCall
 		if json.Unmarshal(v, &tcs) != nil {
 			return ErrNotStorable
 		}
@@ -218,7 +205,7 @@ func (r *chatReplay) texts(index int, k, s string) {
 
 // toolCall appends call i's head (index, id, type, name, no arguments yet)
 // and its arguments in pieces, as OpenAI streams them.
-func (r *chatReplay) toolCall(index, i int, tc storedToolCall) {
+func (r *chatReplay) toolCall(index, i int, tc chatToolCall) {
 	typ := tc.Type
 	if typ == "" {
 		typ = "function"
@@ -227,13 +214,17 @@ func (r *chatReplay) toolCall(index, i int, tc storedToolCall) {
 	head.int("index", int64(i))
 	head.str("id", tc.ID)
 	head.str("type", typ)
-	head.raw("function", jsontext.AppendString([]byte(`{"name":`), tc.Function.Name))
+	var name, args string
+	if tc.Function != nil {
+		name, args = tc.Function.Name, tc.Function.Arguments
+	}
+	head.raw("function", jsontext.AppendString([]byte(`{"name":`), name))
 	head.b = append(head.b, `,"arguments":""}`...)
 	r.chunk(index, toolCalls(head.end()), nil, nil)
-	if tc.Function.Arguments == "" {
+	if args == "" {
 		return
 	}
-	for _, p := range pieces(tc.Function.Arguments) {
+	for _, p := range pieces(args) {
 		a := newObject(nil)
 		a.int("index", int64(i))
 		a.raw("function", jsontext.AppendString([]byte(`{"arguments":`), p))

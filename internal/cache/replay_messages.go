@@ -32,14 +32,15 @@ func replayMessages(body []byte) ([]byte, error) {
 		}
 	}
 	start.raw("content", []byte("[]"))
-	start.raw("stop_reason", []byte("null"))
-	start.raw("stop_sequence", []byte("null"))
 	delta := newObject(nil)
 	for _, k := range sortedKeys(m) {
 		switch {
 		case k == "id" || k == "type" || k == "role" || k == "model" || k == "content" || k == "usage":
 		case strings.HasPrefix(k, "stop_"):
-			delta.raw(k, compact(m[k])) // stop_reason, stop_sequence, stop_details: known at the end
+			// stop_reason, stop_sequence, stop_details: null at the
+			// start, known at the end
+			start.raw(k, []byte("null"))
+			delta.raw(k, compact(m[k]))
 		default:
 			start.raw(k, compact(m[k]))
 		}
