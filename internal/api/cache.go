@@ -78,9 +78,12 @@ func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream
 	w, r := rj.w, rj.r
 	cacheControl := r.Header.Get("Cache-Control")
 	noStore, noCache := hasDirective(cacheControl, "no-store"), hasDirective(cacheControl, "no-cache")
-	if noStore || costInUsage {
+	if noStore || costInUsage || rj.route == upstream.RouteResponses {
 		// costInUsage: that client's answers carry its own cost, which
-		// must not reach another client nor be served at cost 0.
+		// must not reach another client nor be served at cost 0. The
+		// Responses API is never cached: an answer may be stored by the
+		// provider and continued by id (previous_response_id), which a
+		// replayed copy could not be.
 		w.Header().Set(headerCache, "bypass")
 		return nil, false
 	}

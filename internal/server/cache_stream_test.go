@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -338,5 +339,27 @@ func TestCacheEmbeddings(t *testing.T) {
 	}
 	if n := g.Primary.Stats().Requests; n != 1 {
 		t.Errorf("the provider saw %d requests, want 1", n)
+	}
+}
+
+// TestCacheResponsesBypass: /v1/responses on a cached route is never
+// served from the cache, stream or not: each request reaches the provider.
+func TestCacheResponsesBypass(t *testing.T) {
+	g := start(t, setup{routes: cachedRoutes})
+	for i, body := range []string{`{"model":"gpt-4o-mini","input":"hi"}`, `{"model":"gpt-4o-mini","input":"hi"}`, `{"model":"gpt-4o-mini","input":"hi","stream":true}`} {
+		req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/responses", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := g.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Gateway-Cache") != "bypass" {
+			t.Errorf("request %d: status %d, x-gateway-cache %q; want 200, bypass", i, resp.StatusCode, resp.Header.Get("X-Gateway-Cache"))
+		}
+	}
+	if n := g.Primary.Stats().Requests; n != 3 {
+		t.Errorf("the provider saw %d requests, want 3", n)
 	}
 }
