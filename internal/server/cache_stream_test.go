@@ -225,51 +225,17 @@ func TestCacheStreamAnthropic(t *testing.T) {
 	g := start(t, setup{routes: cachedRoutes, primaryExtra: "    format: anthropic",
 		primary: mockupstream.Behavior{ToolUse: mockupstream.ToolUseFirst, Chunks: 3}})
 	seen := &cacheSeen{}
-	c := anthropic.NewClient(aoption.WithBaseURL(g.URL), aoption.WithAPIKey("client-SENTINEL-token"),
-		aoption.WithMaxRetries(0), aoption.WithHTTPClient(g.client),
-		aoption.WithMiddleware(func(r *http.Request, next aoption.MiddlewareNext) (*http.Response, error) {
-			resp, err := next(r)
-			seen.add(resp)
-			return resp, err
-		}))
+	c := anthropicCacheClient(g, seen)
 	ctx := context.Background()
-	params := func(msg string) anthropic.MessageNewParams {
-		return anthropic.MessageNewParams{Model: "gpt-4o-mini", MaxTokens: 100,
-			Tools: []anthropic.ToolUnionParam{anthropic.ToolUnionParamOfTool(anthropic.ToolInputSchemaParam{
-				Properties: map[string]any{"city": map[string]any{"type": "string"}}}, "get_weather")},
-			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(msg))}}
-	}
-	stream := func(p anthropic.MessageNewParams) anthropic.Message {
-		t.Helper()
-		s := c.Messages.NewStreaming(ctx, p)
-		defer s.Close()
-		var msg anthropic.Message
-		for s.Next() {
-			if err := msg.Accumulate(s.Current()); err != nil {
-				t.Fatalf("accumulate: %v", err)
-			}
-		}
-		if err := s.Err(); err != nil {
-			t.Fatalf("stream: %v", err)
-		}
-		return msg
-	}
+	params := weatherMessage
+	stream := func(p anthropic.MessageNewParams) anthropic.Message { t.Helper(); return streamMessage(t, c, p) }
 	same := func(what string, got, want anthropic.Message) {
 		t.Helper()
-		if len(got.Content) != 2 || len(want.Content) != 2 {
-			t.Fatalf("%s: %d blocks, stored %d: %+v", what, len(got.Content), len(want.Content), got.Content)
-		}
-		text, tool := got.Content[0], got.Content[1]
+		sameMessage(t, what, got, want)
 		var in map[string]any
-		if text.Type != "text" || text.Text != want.Content[0].Text || !strings.Contains(text.Text, "Hello from primary") ||
-			tool.Type != "tool_use" || tool.ID != want.Content[1].ID || tool.Name != "get_weather" ||
-			string(tool.Input) != string(want.Content[1].Input) || json.Unmarshal(tool.Input, &in) != nil || in["identity"] != "primary" {
-			t.Errorf("%s: blocks %+v\nstored %+v", what, got.Content, want.Content)
-		}
-		if got.ID != want.ID || got.StopReason != "tool_use" || got.StopReason != want.StopReason ||
-			got.Usage.InputTokens != want.Usage.InputTokens || got.Usage.OutputTokens != want.Usage.OutputTokens || got.Usage.OutputTokens == 0 {
-			t.Errorf("%s: id %q stop %q usage %+v; stored id %q stop %q usage %+v", what, got.ID, got.StopReason, got.Usage,
-				want.ID, want.StopReason, want.Usage)
+		if len(got.Content) != 2 || !strings.Contains(got.Content[0].Text, "Hello from primary") || got.Content[1].Type != "tool_use" ||
+			json.Unmarshal(got.Content[1].Input, &in) != nil || in["identity"] != "primary" || got.StopReason != "tool_use" || got.Usage.OutputTokens == 0 {
+			t.Errorf("%s: %+v, want a text block, then a tool_use of input {identity: primary}", what, got)
 		}
 	}
 
@@ -311,6 +277,113 @@ func TestCacheStreamAnthropic(t *testing.T) {
 	if n := g.Primary.Stats().Requests; n != 4 {
 		t.Errorf("the provider saw %d requests, want 4 (the cut answer was not stored)", n)
 	}
+}
+
+func anthropicCacheClient(g *gateway, seen *cacheSeen) anthropic.Client {
+	return anthropic.NewClient(aoption.WithBaseURL(g.URL), aoption.WithAPIKey("client-SENTINEL-token"),
+		aoption.WithMaxRetries(0), aoption.WithHTTPClient(g.client),
+		aoption.WithMiddleware(func(r *http.Request, next aoption.MiddlewareNext) (*http.Response, error) {
+			resp, err := next(r)
+			seen.add(resp)
+			return resp, err
+		}))
+}
+
+// weatherMessage asks msg with a get_weather tool (city required).
+func weatherMessage(msg string) anthropic.MessageNewParams {
+	return anthropic.MessageNewParams{Model: "gpt-4o-mini", MaxTokens: 100,
+		Tools: []anthropic.ToolUnionParam{anthropic.ToolUnionParamOfTool(anthropic.ToolInputSchemaParam{
+			Properties: map[string]any{"city": map[string]any{"type": "string"}}, Required: []string{"city"}}, "get_weather")},
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(msg))}}
+}
+
+// streamMessage streams p and returns what the Anthropic SDK's
+// accumulator made of it.
+func streamMessage(t *testing.T, c anthropic.Client, p anthropic.MessageNewParams) anthropic.Message {
+	t.Helper()
+	s := c.Messages.NewStreaming(context.Background(), p)
+	defer s.Close()
+	var msg anthropic.Message
+	for s.Next() {
+		if err := msg.Accumulate(s.Current()); err != nil {
+			t.Fatalf("accumulate: %v", err)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	return msg
+}
+
+// sameMessage checks that a served message is the stored one: its id,
+// blocks (text, tool_use id, name and JSON input), stop reason and usage.
+func sameMessage(t *testing.T, what string, got, want anthropic.Message) {
+	t.Helper()
+	if got.ID != want.ID || got.StopReason != want.StopReason || len(got.Content) != len(want.Content) || len(got.Content) == 0 ||
+		got.Usage.InputTokens != want.Usage.InputTokens || got.Usage.OutputTokens != want.Usage.OutputTokens {
+		t.Fatalf("%s: %+v\nstored %+v", what, got, want)
+	}
+	for i, b := range got.Content {
+		w := want.Content[i]
+		var in any
+		if b.Type != w.Type || b.Text != w.Text || b.ID != w.ID || b.Name != w.Name || string(b.Input) != string(w.Input) ||
+			(b.Type == "tool_use" && json.Unmarshal(b.Input, &in) != nil) {
+			t.Errorf("%s: block %d %+v, stored %+v", what, i, b, w)
+		}
+	}
+}
+
+// TestCacheStreamTranslated: a stream the gateway translated (an OpenAI
+// client served by an anthropic provider, an Anthropic client by an openai
+// one) is stored in the client's format and serves the other kind of
+// request; the provider saw one request for each.
+func TestCacheStreamTranslated(t *testing.T) {
+	t.Run("openai client, anthropic provider", func(t *testing.T) {
+		g := start(t, setup{routes: cachedRoutes, primaryExtra: "    format: anthropic",
+			primary: mockupstream.Behavior{ToolUse: mockupstream.ToolUseFirst, Chunks: 3}})
+		seen := &cacheSeen{}
+		c := openAICacheClient(g, seen)
+		p := openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+			Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{Name: "get_weather",
+				Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}})}}
+		live, _ := streamChat(t, c, p, true)
+		seen.expect(t, "stream", "miss", true)
+		if tcs := live.Choices[0].Message.ToolCalls; len(tcs) != 1 || live.Choices[0].Message.Content == "" || live.Usage.TotalTokens == 0 {
+			t.Fatalf("live stream: %+v", live)
+		}
+		hit, err := c.Chat.Completions.New(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen.expect(t, "non-stream", "hit", false)
+		sameChat(t, "non-stream after stream", *hit, live)
+		if hit.Usage.TotalTokens != live.Usage.TotalTokens {
+			t.Errorf("hit usage %+v, live %+v", hit.Usage, live.Usage)
+		}
+		if n := g.Primary.Stats().Requests; n != 1 {
+			t.Errorf("the provider saw %d requests, want 1", n)
+		}
+	})
+	t.Run("anthropic client, openai provider", func(t *testing.T) {
+		g := start(t, setup{routes: cachedRoutes, primary: mockupstream.Behavior{Usage: true, Chunks: 3}})
+		seen := &cacheSeen{}
+		c := anthropicCacheClient(g, seen)
+		p := weatherMessage("use the get_weather tool")
+		live := streamMessage(t, c, p)
+		seen.expect(t, "stream", "miss", true)
+		if len(live.Content) == 0 || live.Content[len(live.Content)-1].Type != "tool_use" || live.StopReason != "tool_use" {
+			t.Fatalf("live stream: %+v", live)
+		}
+		hit, err := c.Messages.New(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen.expect(t, "non-stream", "hit", false)
+		sameMessage(t, "non-stream after stream", *hit, live)
+		if n := g.Primary.Stats().Requests; n != 1 {
+			t.Errorf("the provider saw %d requests, want 1", n)
+		}
+	})
 }
 
 // TestCacheEmbeddings: /v1/embeddings on a cached route is answered from
