@@ -90,8 +90,9 @@ func Assemble(route upstream.Route, sse []byte, max int64, usage []byte) ([]byte
 // relay's write must not depend on the cache): a stream that cannot be
 // stored is remembered, and Body says so.
 func (a *Assembler) Write(p []byte) (int, error) {
+	n := len(p)
 	if a.err != nil {
-		return len(p), nil
+		return n, nil
 	}
 	if a.skipLF && len(p) > 0 {
 		if p[0] == '\n' {
@@ -101,11 +102,11 @@ func (a *Assembler) Write(p []byte) (int, error) {
 	}
 	if int64(len(a.pending)+len(p)) > a.max+eventSlack {
 		a.fail(ErrTooLarge) // one event larger than the whole answer may be
-		return len(p), nil
+		return n, nil
 	}
 	a.pending = append(a.pending, p...)
 	a.split()
-	return len(p), nil
+	return n, nil
 }
 
 // split feeds the whole events in pending to the builder and keeps the
@@ -122,7 +123,8 @@ func (a *Assembler) split() {
 		ev, comment, err := r.Next()
 		if err != nil {
 			if err != io.EOF && err != io.ErrUnexpectedEOF {
-				a.fail(ErrNotStorable)
+				a.fail(ErrNotStorable) // an event over upstream.MaxEventBytes
+				return
 			}
 			break
 		}

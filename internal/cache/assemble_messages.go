@@ -174,11 +174,24 @@ func (b *messagesBuilder) body([]byte) ([]byte, error) {
 // signature after the start's own, the input the pieces make (JSON, or
 // the stream is not stored), citations after the start's.
 func (bl *block) appendTo(dst []byte) ([]byte, error) {
+	if _, ok := bl.start["input"]; !ok && bl.hasInput {
+		return nil, ErrNotStorable
+	}
+	strs := bl.strings()
+	// A delta for a member the start did not have: the member, in its
+	// place among the others.
+	for _, k := range blockStrings {
+		if _, ok := bl.start[k]; !ok && strs[k].Len() > 0 {
+			bl.start[k] = json.RawMessage(`""`)
+		}
+	}
+	if _, ok := bl.start["citations"]; !ok && len(bl.citations) > 0 {
+		bl.start["citations"] = json.RawMessage("null")
+	}
 	o := newObject(dst)
 	if v, ok := bl.start["type"]; ok {
 		o.raw("type", compact(v))
 	}
-	strs := bl.strings()
 	for _, k := range sortedKeys(bl.start) {
 		v := bl.start[k]
 		switch k {
@@ -206,18 +219,6 @@ func (bl *block) appendTo(dst []byte) ([]byte, error) {
 		default:
 			o.raw(k, compact(v))
 		}
-	}
-	for _, k := range blockStrings {
-		if _, ok := bl.start[k]; !ok && strs[k].Len() > 0 {
-			o.str(k, strs[k].String()) // a delta for a member the start did not have
-		}
-	}
-	if _, ok := bl.start["citations"]; !ok && len(bl.citations) > 0 {
-		c, _ := citations(nil, bl.citations)
-		o.raw("citations", c)
-	}
-	if _, ok := bl.start["input"]; !ok && bl.hasInput {
-		return nil, ErrNotStorable
 	}
 	return o.end(), nil
 }

@@ -247,3 +247,17 @@ func FuzzAssemble(f *testing.F) {
 		}
 	})
 }
+
+// TestAssembleHugeEvent: an event larger than the SSE reader takes, in
+// the write that ended whole events, is refused, not a panic, and the writes after it too.
+func TestAssembleHugeEvent(t *testing.T) {
+	a := NewAssembler(upstream.RouteChat, 16<<20)
+	head := chatStream[:strings.Index(chatStream, "data: [DONE]")]
+	if n, err := a.Write([]byte(head + "data: " + strings.Repeat("x", upstream.MaxEventBytes+1))); n != len(head)+upstream.MaxEventBytes+7 || err != nil {
+		t.Fatalf("Write = %d, %v", n, err)
+	}
+	_, _ = a.Write([]byte("\n\ndata: [DONE]\n\n"))
+	if _, err := a.Body(nil); !errors.Is(err, ErrNotStorable) {
+		t.Errorf("Body = %v, want ErrNotStorable", err)
+	}
+}
