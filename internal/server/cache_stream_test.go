@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -434,5 +435,36 @@ func TestCacheResponsesBypass(t *testing.T) {
 	}
 	if n := g.Primary.Stats().Requests; n != 3 {
 		t.Errorf("the provider saw %d requests, want 3", n)
+	}
+}
+
+// TestCacheStreamCollapse: concurrent identical stream requests reach the
+// provider once; the others are served the leader's stream, assembled and
+// replayed, ending with [DONE].
+func TestCacheStreamCollapse(t *testing.T) {
+	g := start(t, setup{routes: cachedRoutes, primary: mockupstream.Behavior{Usage: true, Latency: 300 * time.Millisecond}})
+	var wg sync.WaitGroup
+	results := make(chan string, 10)
+	for range 10 {
+		wg.Go(func() {
+			resp, body := g.post(t, chatBody(true))
+			if resp.StatusCode != http.StatusOK || !strings.HasSuffix(string(body), "data: [DONE]\n\n") || !strings.Contains(string(body), "Hello from primary") {
+				results <- "status " + resp.Status + ": " + string(body)
+				return
+			}
+			results <- resp.Header.Get("X-Gateway-Cache")
+		})
+	}
+	wg.Wait()
+	close(results)
+	n := map[string]int{}
+	for r := range results {
+		n[r]++
+	}
+	if n["miss"] != 1 || n["hit"] != 9 {
+		t.Errorf("results %v, want 1 miss and 9 hits", n)
+	}
+	if got := g.Primary.Stats().Requests + g.Backup.Stats().Requests; got != 1 {
+		t.Errorf("providers saw %d requests, want 1", got)
 	}
 }
