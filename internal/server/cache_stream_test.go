@@ -443,24 +443,9 @@ func TestCacheResponsesBypass(t *testing.T) {
 // replayed, ending with [DONE].
 func TestCacheStreamCollapse(t *testing.T) {
 	g := start(t, setup{routes: cachedRoutes, primary: mockupstream.Behavior{Usage: true, Latency: 300 * time.Millisecond}})
-	var wg sync.WaitGroup
-	results := make(chan string, 10)
-	for range 10 {
-		wg.Go(func() {
-			resp, body := g.post(t, chatBody(true))
-			if resp.StatusCode != http.StatusOK || !strings.HasSuffix(string(body), "data: [DONE]\n\n") || !strings.Contains(string(body), "Hello from primary") {
-				results <- "status " + resp.Status + ": " + string(body)
-				return
-			}
-			results <- resp.Header.Get("X-Gateway-Cache")
-		})
-	}
-	wg.Wait()
-	close(results)
-	n := map[string]int{}
-	for r := range results {
-		n[r]++
-	}
+	n := g.concurrentCache(t, 10, chatBody(true), func(b []byte) bool {
+		return strings.HasSuffix(string(b), "data: [DONE]\n\n") && strings.Contains(string(b), "Hello from primary")
+	})
 	if n["miss"] != 1 || n["hit"] != 9 {
 		t.Errorf("results %v, want 1 miss and 9 hits", n)
 	}

@@ -100,32 +100,39 @@ func TestCacheFailureNotStored(t *testing.T) {
 // once, and all 20 get the answer.
 func TestCacheCollapse(t *testing.T) {
 	g := start(t, setup{routes: cachedRoutes, primary: mockupstream.Behavior{Latency: 300 * time.Millisecond}})
-	var wg sync.WaitGroup
-	results := make(chan string, 20)
-	for range 20 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			resp, body := g.post(t, chatBody(false))
-			if resp.StatusCode != http.StatusOK {
-				results <- "status " + resp.Status + ": " + string(body)
-				return
-			}
-			results <- resp.Header.Get("X-Gateway-Cache")
-		}()
-	}
-	wg.Wait()
-	close(results)
-	n := map[string]int{}
-	for r := range results {
-		n[r]++
-	}
+	n := g.concurrentCache(t, 20, chatBody(false), func([]byte) bool { return true })
 	if n["miss"] != 1 || n["hit"] != 19 {
 		t.Errorf("results %v, want 1 miss and 19 hits", n)
 	}
 	if got := g.Primary.Stats().Requests + g.Backup.Stats().Requests; got != 1 {
 		t.Errorf("providers saw %d requests, want 1", got)
 	}
+}
+
+// concurrentCache sends body n times at once and counts the answers by
+// x-gateway-cache; an answer that is not 200 or that ok refuses counts
+// under its status and body.
+func (g *gateway) concurrentCache(t *testing.T, n int, body string, ok func([]byte) bool) map[string]int {
+	t.Helper()
+	var wg sync.WaitGroup
+	results := make(chan string, n)
+	for range n {
+		wg.Go(func() {
+			resp, b := g.post(t, body)
+			if resp.StatusCode != http.StatusOK || !ok(b) {
+				results <- "status " + resp.Status + ": " + string(b)
+				return
+			}
+			results <- resp.Header.Get("X-Gateway-Cache")
+		})
+	}
+	wg.Wait()
+	close(results)
+	counts := map[string]int{}
+	for r := range results {
+		counts[r]++
+	}
+	return counts
 }
 
 // TestCacheCollapseLeaderFails: when the one request the misses collapsed
