@@ -174,8 +174,19 @@ func loadSettings() settings {
 	if s.runs("budget") {
 		s.budget += 60 * time.Second // a gateway with Redis, then ~35 s of runs
 	}
+	s.tracePhase.baseRef, s.tracePhase.baseBin = os.Getenv("BENCH_TRACE_BASE_REF"), os.Getenv("BENCH_TRACE_BASE_BIN")
+	if v := os.Getenv("BENCH_TRACE_OUTAGE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			fmt.Fprintf(os.Stderr, "bench: BENCH_TRACE_OUTAGE=%q: want a duration (5m)\n", v)
+			os.Exit(2)
+		}
+		s.tracePhase.outage = d
+	}
 	if s.runs("tracing") {
-		s.budget += 60 * time.Second // three gateways, then ~45 s of runs
+		// Building the baseline, four gateways, then ~60 s of runs; and
+		// the outage, when asked for.
+		s.budget += 150*time.Second + s.tracePhase.outage
 	}
 	if s.runs("ledger") {
 		s.budget += 150 * time.Second // generating the ledger, then ~17 query shapes

@@ -373,9 +373,14 @@ func (st *stack) gatewaySeries(ctx context.Context, name string, labels ...strin
 // scrapeMetrics reads /metrics and calls fn for every sample with its metric name,
 // its label set as written ("{...}" or ""), and its value.
 func (st *stack) scrapeMetrics(ctx context.Context, fn func(name, labels string, v float64)) error {
+	return scrapeMetricsAt(ctx, st.gateURL, fn)
+}
+
+// scrapeMetricsAt is scrapeMetrics for the gateway at base.
+func scrapeMetricsAt(ctx context.Context, base string, fn func(name, labels string, v float64)) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, st.gateURL+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	// Uncompressed: the runs' CPU includes the polls for their records
 	// (waitRecordsWritten), and gzip made each poll cost the gateway
 	// several times what Prometheus' scrape every 15 s costs per second.

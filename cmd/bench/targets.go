@@ -78,6 +78,9 @@ func (r *report) targetRows() *table {
 	if r.budget != nil {
 		r.budget.writeTargets(tb, verdict)
 	}
+	if r.tracing != nil {
+		r.tracing.writeTargets(tb, verdict)
+	}
 	gwErrs := sumErrs(r.hold[gateway].errs)
 	for _, sc := range r.scenarios {
 		gwErrs += sc.per[gateway].errors()
@@ -96,6 +99,9 @@ func (r *report) targetRows() *table {
 	}
 	if r.budget != nil {
 		gwErrs += sumErrs(r.budget.errs())
+	}
+	if r.tracing != nil {
+		gwErrs += sumErrs(r.tracing.errs())
 	}
 	lost := r.records["gateway_report_dropped_total"]
 	tb.add("zero errors (gateway requests; records dropped)", fmt.Sprintf("%d errors; %.0f records dropped", gwErrs, lost),

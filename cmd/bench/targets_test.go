@@ -61,6 +61,7 @@ func fakeFullReport(t *testing.T) *report {
 	r.replicas = &replicasResult{spec: s.replicas}
 	r.translate = &translateResult{spec: s.translate}
 	r.budget = &budgetResult{spec: s.budgetPhase}
+	r.tracing = &traceResult{spec: s.tracePhase}
 	return r
 }
 

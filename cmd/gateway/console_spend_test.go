@@ -78,6 +78,7 @@ models:
   - name: m-dear
     candidates: [{ provider: broken, model: m-dear }, { provider: priced, model: m-dear, priority: 1 }]
   - { name: m-cheap, candidates: [{ provider: priced, model: m-cheap }] }
+  - { name: m-cached, cache: { ttl: 1m }, candidates: [{ provider: priced, model: m-cheap }] }
 teams:
   - { name: search, budget: { usd: 1, per: day } }
   - { name: ads }
@@ -130,7 +131,7 @@ clients:
 		!!document.querySelector('#spend-table tr[data-group="ads"]') &&
 		!!document.querySelector('#spend-chart figure[data-by="team"]')`)
 	b.rows("spend by team", "#spend-table tbody tr", 0, []string{
-		"search 3 3,000 600 0 $0.0414 64% 0", "ads 3 3,000 600 0 $0.0228 36% 0"})
+		"search 3 3,000 600 0 $0.0414 64% 0 0 $0.00", "ads 3 3,000 600 0 $0.0228 36% 0 0 $0.00"})
 	b.has("the spend note", `document.getElementById('spend-note').textContent`, "$0.0642 over 6 requests")
 	b.has("the chart's legend", `document.querySelector('#spend-chart .legend').innerText`, "search · $0.0414", "ads · $0.0228")
 	b.has("the chart's text alternative", `document.querySelector('#spend-chart svg title').textContent`,
@@ -159,13 +160,13 @@ clients:
 	b.until("the spend by client", `location.hash === '#/spend?by=client&window=24h' &&
 		!!document.querySelector('#spend-table tr[data-group="web"]') && !!document.querySelector('#spend-chart figure[data-by="client"]')`)
 	b.rows("spend by client", "#spend-table tbody tr", 0, []string{
-		"web 3 3,000 600 0 $0.0414 64% 0", "batch 3 3,000 600 0 $0.0228 36% 0"})
+		"web 3 3,000 600 0 $0.0414 64% 0 0 $0.00", "batch 3 3,000 600 0 $0.0228 36% 0 0 $0.00"})
 	b.has("the heading", `document.getElementById('spend-h').textContent`, "Cost by client, last 24 hours")
 	b.do("group by model", chromedp.SetValue(chromedp.ID("f-by"), "model"), chromedp.Click(chromedp.CSS(`.view-spend button[type="submit"]`)))
 	b.until("the spend by model", `!!document.querySelector('#spend-table tr[data-group="m-dear"]') &&
 		!!document.querySelector('#spend-chart figure[data-by="model"]')`)
 	b.rows("spend by model", "#spend-table tbody tr", 0, []string{
-		"m-dear 3 3,000 600 0 $0.06 93% 0", "m-cheap 3 3,000 600 0 $0.0042 6.5% 0"})
+		"m-dear 3 3,000 600 0 $0.06 93% 0 0 $0.00", "m-cheap 3 3,000 600 0 $0.0042 6.5% 0 0 $0.00"})
 	b.screenshot("spend")
 
 	// The request list: each row's cost.
@@ -185,6 +186,36 @@ clients:
 		r.dataset.provider + ' ' + r.querySelector('td.cost').textContent).join(', ')`, "broken not billed, priced $0.02")
 	b.has("the request's cost", `document.getElementById('request-cost').textContent`, "$0.02")
 	b.has("the timeline's text", `document.querySelector('#timeline svg title').textContent`, "not billed", "cost $0.02")
+
+	// The response cache: web asks m-cached twice, the repeat is a hit.
+	// Spend counts it (no cost, what it saved), the list and its page say
+	// it reached no provider.
+	var hit string
+	for _, want := range []string{"miss", "hit"} {
+		resp, body := rawPost(t, g, "/v1/chat/completions", `{"model":"m-cached","messages":[{"role":"user","content":"hi"}]}`,
+			"Authorization", "Bearer "+webKey)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Gateway-Cache") != want {
+			t.Fatalf("m-cached: %d, x-gateway-cache %q (want %s): %s", resp.StatusCode, resp.Header.Get("X-Gateway-Cache"), want, body)
+		}
+		hit = resp.Header.Get("X-Request-Id")
+		g.timeline(t, hit)
+	}
+	b.do("back to spend", chromedp.Click(chromedp.ID("nav-spend")))
+	b.until("the hit in the spend", `document.querySelector('#spend-table tr[data-group="search"]')?.children[8]?.textContent === '1'`)
+	b.rows("spend by team with a hit", "#spend-table tbody tr", 0, []string{
+		"search 5 4,000 800 0 $0.0428 65% 0 1 $0.0014", "ads 3 3,000 600 0 $0.0228 35% 0 0 $0.00"})
+	b.has("the spend note", `document.getElementById('spend-note').textContent`, "$0.0656 over 8 requests", "1 cache hit saved $0.0014")
+	b.do("go to requests again", chromedp.Click(chromedp.ID("nav-requests")))
+	b.until("the hit in the list", fmt.Sprintf(`!!document.querySelector('%s')`, row(hit)))
+	b.has("the hit's row", fmt.Sprintf(`document.querySelector('%s').innerText`, row(hit)), "cache hit, saved $0.0014", "$0.00")
+	b.has("the list still fits the window", `(() => { const t = document.getElementById('requests-table');
+		return t.scrollWidth <= t.parentElement.clientWidth ? 'fits' : 'table ' + t.scrollWidth + ' px in ' + t.parentElement.clientWidth + ' px'; })()`, "fits")
+	b.do("open the hit", chromedp.Click(chromedp.CSS(row(hit)+" a")))
+	b.until("the hit's page", `!!document.getElementById('cache-hit-note')`)
+	b.has("the hit's note", `document.getElementById('cache-hit-note').textContent`, "Served from the response cache", "$0.0014")
+	b.has("the hit's summary", `document.querySelector('.summary').innerText`, "hit: served from the cache, saved $0.0014")
+	b.has("no attempts", `String(document.querySelectorAll('#candidates-table tbody tr').length)`, "0")
+	b.screenshot("cache-hit")
 	b.check(g.base)
 }
 

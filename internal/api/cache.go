@@ -74,8 +74,9 @@ type cacheState struct {
 // stream request and a non-stream one share an entry: a stream answer is
 // assembled into the non-stream form, which a stream request is served as
 // a stream.
-func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream.ChatRequest, body []byte, who, team string, costInUsage bool) (*cacheState, bool) {
+func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream.ChatRequest, body []byte, req *candidates.Request) (*cacheState, bool) {
 	w, r := rj.w, rj.r
+	who, team, costInUsage := req.Client, req.Team, req.CostInUsage
 	cacheControl := r.Header.Get("Cache-Control")
 	noStore, noCache := hasDirective(cacheControl, "no-store"), hasDirective(cacheControl, "no-cache")
 	if noStore || costInUsage || rj.route == upstream.RouteResponses {
@@ -114,10 +115,12 @@ func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream
 		return cs, false
 	}
 	if e, ok := s.cacheGet(r.Context(), key); ok && s.serveHit(w, e, rj.route, chat) {
+		s.recordHit(r.Context(), req, e)
 		return nil, true
 	}
 	lead, e, ok := s.cache.flights.Join(r.Context(), key)
 	if ok && s.serveHit(w, e, rj.route, chat) {
+		s.recordHit(r.Context(), req, e)
 		return nil, true
 	}
 	cs.flight = lead // nil: the leader had nothing; this one tries itself
@@ -127,10 +130,17 @@ func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream
 
 // cacheGet reads the store within storeTimeout; a failure is a miss.
 func (s *Server) cacheGet(ctx context.Context, k cache.Key) (cache.Entry, bool) {
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	e, ok, err := s.cacheStore().Get(ctx, k)
-	return e, ok && err == nil
+	e, ok, err := s.cacheStore().Get(sctx, k)
+	if err == nil && sctx.Err() != nil {
+		err = sctx.Err() // answered, but too late
+	}
+	if err != nil {
+		s.cacheStoreFailed(ctx, "get", err)
+		return cache.Entry{}, false
+	}
+	return e, ok
 }
 
 // serveHit writes a stored answer: no gate, no provider. A stream request
@@ -192,7 +202,9 @@ func (s *Server) cacheFinish(ctx context.Context, cs *cacheState, out *candidate
 		now := time.Now()
 		e = cache.Entry{Body: body, Stored: now, Expires: now.Add(cs.ttl), CostUSD: out.Cost, HasCost: out.HasCost}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		_ = s.cacheStore().Set(sctx, cs.key, e)
+		if err := s.cacheStore().Set(sctx, cs.key, e); err != nil {
+			s.cacheStoreFailed(context.WithoutCancel(ctx), "set", err)
+		}
 		cancel()
 	}
 	if cs.flight != nil {

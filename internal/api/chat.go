@@ -135,10 +135,18 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 	if !s.countRate(rj, clientName, limits) {
 		return nil, nil, nil, nil
 	}
+	req := &candidates.Request{
+		ID: requestID(r.Context()), ClientRequestID: clientRequestID(r.Context()),
+		Model: chat.Model, Stream: chat.Stream, Client: clientName, Team: limits.team, Priority: prio,
+		Received: received, Candidates: plan, Route: route, Exchange: chat, Header: r.Header,
+		ClientConcurrency: limits.concurrency, CostInUsage: limits.costInUsage,
+	}
 	var cs *cacheState
 	if policy.Cache != nil {
 		var served bool
-		if cs, served = s.cacheLookup(rj, policy.Cache, chat, body, clientName, limits.team, limits.costInUsage); served {
+		cs, served = s.cacheLookup(rj, policy.Cache, chat, body, req)
+		s.cacheCounted(w, req)
+		if served {
 			return nil, nil, nil, nil
 		}
 	}
@@ -146,12 +154,6 @@ func (s *Server) prepare(w http.ResponseWriter, r *http.Request, route upstream.
 	if !ok {
 		cs.abandon()
 		return nil, nil, nil, nil
-	}
-	req := &candidates.Request{
-		ID: requestID(r.Context()), ClientRequestID: clientRequestID(r.Context()),
-		Model: chat.Model, Stream: chat.Stream, Client: clientName, Team: limits.team, Priority: prio,
-		Received: received, Candidates: plan, Route: route, Exchange: chat, Header: r.Header,
-		ClientConcurrency: limits.concurrency, CostInUsage: limits.costInUsage,
 	}
 	req.Hedge = policy.Hedge
 	if !policy.Hedge.On() {

@@ -155,7 +155,7 @@ models:
 		Planner: planner, Admission: sched,
 		Runner: &candidates.Runner{Admit: sched, Record: o,
 			Upstreams: map[string]candidates.Sender{"p": clients["p"]}},
-		Observe:         panicCounter{o},
+		Observe:         panicCounter{o: o},
 		MaxRequestBytes: 1 << 20, StreamWriteTimeout: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -264,8 +264,12 @@ func post(client *http.Client, url string) (string, int, []byte, error) {
 	return resp.Header.Get("X-Request-Id"), resp.StatusCode, b, err
 }
 
-// panicCounter is the API observer of these tests: it counts panics.
-type panicCounter struct{ o *outcomes }
+// panicCounter is the API observer of these tests: it counts panics (and
+// nothing else: the rest is nopObserver's).
+type panicCounter struct {
+	nopObserver
+	o *outcomes
+}
 
 func (p panicCounter) Planned(time.Duration) {}
 func (p panicCounter) Rejected(string, int)  {}

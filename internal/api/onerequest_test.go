@@ -56,24 +56,7 @@ func TestReceiptOnTheLoopsClock(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"x","choices":[]}`)
 	}))
 	t.Cleanup(uts.Close)
-	routes, err := routes.Parse([]byte(`
-providers:
-  - { name: p, base_url: "`+uts.URL+`/v1", api_keys: [k], max_concurrency: 4 }
-models:
-  - name: m
-    candidates: [ { provider: p } ]
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	planner, err := candidates.NewPlanner(routes, candidates.PlannerOptions{DefaultQueueBudget: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := upstream.NewClient(upstream.ClientOptions{Provider: "p"})
-	t.Cleanup(client.CloseIdle)
-	sched := admission.New(admission.Config{})
-	t.Cleanup(func() { _ = sched.Close(context.Background()) })
+	planner, sched, client := oneProvider(t, uts.URL, `{ name: m, candidates: [ { provider: p } ] }`)
 	rec := &lastRequest{}
 	at := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
 	s := New(Options{Planner: planner, Admission: sched,

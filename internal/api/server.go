@@ -50,6 +50,13 @@ type Observer interface {
 	Rejected(route string, status int) // a request refused before planning, by client route
 	Panic()                            // a recovered panic
 	BudgetRefused(budget string)       // a request refused by a budget ("client:NAME", "team:NAME")
+	// CacheResult counts a request of a cached route by client route and
+	// result (hit, miss, bypass); CacheSaved a hit's saving by team ("" for
+	// none); CacheStoreError a store call (get, set) that failed or timed
+	// out, and was taken as a miss.
+	CacheResult(route, result string)
+	CacheSaved(team string, usd float64)
+	CacheStoreError(op string)
 }
 
 type nopObserver struct{}
@@ -58,6 +65,10 @@ func (nopObserver) Planned(time.Duration) {}
 func (nopObserver) Rejected(string, int)  {}
 func (nopObserver) Panic()                {}
 func (nopObserver) BudgetRefused(string)  {}
+
+func (nopObserver) CacheResult(string, string) {}
+func (nopObserver) CacheSaved(string, float64) {}
+func (nopObserver) CacheStoreError(string)     {}
 
 // ReportStore is the record store as the API reads it; nil when records are off.
 type ReportStore interface {

@@ -69,8 +69,9 @@ type Attempt struct {
 	// estimate of the output tokens of a stream cut before its usage
 	// (cost.go).
 	outEvents   int
-	promptBytes int  // the request body's size, for the prompt estimate of the same
-	tailRead    bool // usage holds the usage of a body read whole (UsageSoFar)
+	promptBytes int      // the request body's size, for the prompt estimate of the same
+	tailRead    bool     // usage holds the usage of a body read whole (UsageSoFar)
+	reasons     []string // why the answer ended, for a traced attempt's span (Finish)
 }
 
 // open sends the attempt's request and reads up to the commit point: the

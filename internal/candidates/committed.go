@@ -290,6 +290,10 @@ func (a *Attempt) Finish(err error) *Outcome {
 	if a.rd != nil && !a.hasUsage {
 		a.usageErr = a.rd.UsageError()
 	}
+	if a.rd != nil && a.r.Trace != nil {
+		// Before close, which gives the head's buffer back.
+		a.reasons = a.rd.FinishReasons(a.first, a.tail)
+	}
 	a.close()
 	a.outcome = a.s.ended(a, err)
 	a.to(stClosed)

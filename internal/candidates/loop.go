@@ -263,6 +263,7 @@ func (w *walk) finished(a *Attempt) {
 	row := &w.rows[a.i]
 	now := w.r.now()
 	row.FinishedAt, row.Latency, row.FirstByte = now, now.Sub(row.StartedAt), a.fb
+	w.traceFinished(a)
 	if a.fb > 0 && w.r.Observe != nil {
 		w.r.Observe.FirstByte(&w.req.Candidates[a.i], a.fb)
 	}

@@ -10,15 +10,23 @@ import (
 // rows, each candidate's settlement, the untried ones, and the request's
 // final row (the table of events and rows in docs/architecture.md).
 
+// requestRow is the part of a request's row that its plan and client
+// decide: every record of the request carries it (planned, final, or a
+// cache hit's only one).
+func requestRow(req *Request, traceID string) report.Request {
+	return report.Request{
+		ID: req.ID, ClientRequestID: req.ClientRequestID, CreatedAt: req.Received,
+		Model: req.Model, Route: req.Route.String(), Stream: req.Stream, Client: req.Client, Team: req.Team,
+		Priority: req.Priority.String(), CandidateCount: len(req.Candidates), TraceID: traceID, Cache: req.Cache,
+	}
+}
+
 // recordPlanned writes the pending request and its available candidates.
 func (w *walk) recordPlanned() {
 	req := w.req
-	w.r.Record.RecordRequest(report.Request{
-		ID: req.ID, ClientRequestID: req.ClientRequestID, CreatedAt: req.Received,
-		Model: req.Model, Route: req.Route.String(), Stream: req.Stream, Client: req.Client, Team: req.Team,
-		Priority: req.Priority.String(), Status: report.RequestPending, CandidateCount: len(req.Candidates),
-		TraceID: w.traceID,
-	})
+	rec := requestRow(req, w.traceID)
+	rec.Status = report.RequestPending
+	w.r.Record.RecordRequest(rec)
 	w.rows = make([]report.Candidate, len(req.Candidates))
 	for i := range req.Candidates {
 		c := &req.Candidates[i]
@@ -39,13 +47,9 @@ func (w *walk) finishRequest() {
 	if !w.sentAt.IsZero() {
 		out.FirstByte = w.sentAt.Sub(w.req.Received)
 	}
-	rec := report.Request{
-		ID: w.req.ID, ClientRequestID: w.req.ClientRequestID, CreatedAt: w.req.Received,
-		Model: w.req.Model, Route: w.req.Route.String(), Stream: w.req.Stream, Client: w.req.Client, Team: w.req.Team,
-		Priority: w.req.Priority.String(), Status: out.Status, StatusCode: out.StatusCode, ErrorType: out.ErrorType,
-		Latency: now.Sub(w.req.Received), FirstByte: out.FirstByte, CandidateCount: len(w.req.Candidates),
-		FinishedAt: now, TraceID: w.traceID,
-	}
+	rec := requestRow(w.req, w.traceID)
+	rec.Status, rec.StatusCode, rec.ErrorType = out.Status, out.StatusCode, out.ErrorType
+	rec.Latency, rec.FirstByte, rec.FinishedAt = now.Sub(w.req.Received), out.FirstByte, now
 	out.TraceID = w.traceID
 	if out.HasUsage {
 		rec.HasUsage = true

@@ -79,6 +79,9 @@ type Request struct {
 	// point may start on the next candidates (resume.go); 0: off. Not
 	// with Hedge.
 	Resume int
+	// Cache is what the route's response cache did with the request, for
+	// its row (report.CacheMiss, CacheBypass); "" on a route without one.
+	Cache string
 }
 
 // Exchange is a request's wire format as the loop sees it (implemented by

@@ -33,6 +33,7 @@ type spanNote struct {
 	queued    time.Time // when the attempt asked for its slots
 	committed time.Time // when it passed its commit point
 	hedge     bool      // started by the hedge timer
+	reasons   []string  // why its answer ended (Attempt.Finish)
 }
 
 // traceStart readies a traced walk: the trace id its rows carry and a
@@ -56,7 +57,7 @@ func (w *walk) traceAttempt(row *report.Candidate) {
 	n := &w.notes[i]
 	at := tracing.Attempt{Row: row, Operation: operation(w.req.Route),
 		Format: w.req.Candidates[i].Target.Provider.Format, Hedge: n.hedge,
-		Queued: n.queued, Committed: n.committed}
+		Queued: n.queued, Committed: n.committed, FinishReasons: n.reasons}
 	if x, ok := w.req.Exchange.(*upstream.ChatRequest); ok {
 		at.MaxTokens = x.MaxTokens
 		at.Temperature, at.HasTemp = x.Temperature()
@@ -89,6 +90,14 @@ func (w *walk) traceQueued(i int, at time.Time, hedge bool) {
 		if hedge {
 			w.notes[i].hedge = true
 		}
+	}
+}
+
+// traceFinished notes why the released attempt a's answer ended, as
+// Finish read it; nothing for one that never reached Finish.
+func (w *walk) traceFinished(a *Attempt) {
+	if w.notes != nil {
+		w.notes[a.i].reasons = a.reasons
 	}
 }
 

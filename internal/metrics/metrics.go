@@ -77,6 +77,7 @@ type Metrics struct {
 	hedges          *prometheus.CounterVec
 	reloads         *prometheus.CounterVec
 	cost            costFamilies
+	cache           cacheFamilies
 
 	stage [numStages]prometheus.Observer // cached per stage
 	// prov holds each provider's children, resolved in New and again by
@@ -169,6 +170,8 @@ func New(src Sources) *Metrics {
 	)
 	m.cost = newCostFamilies()
 	m.Registry.MustRegister(m.cost.collectors()...)
+	m.cache = newCacheFamilies()
+	m.Registry.MustRegister(m.cache.collectors()...)
 	for _, r := range []string{ReloadSuccess, ReloadError} {
 		m.reloads.WithLabelValues(r)
 	}

@@ -26,6 +26,27 @@ type messagesRequest struct {
 type message struct {
 	completion        // id, model, identity, chunks; promptN is input_tokens
 	tool       string // the tool_use block's name, or "" for a text-only answer
+	// maxed: the request's max tokens cut the answer (Gemini and Bedrock
+	// modes, limitTokens), or Behavior.StopAtMaxTokens says it was: it
+	// finishes as the format says a length cut does.
+	maxed bool
+}
+
+// limitTokens cuts the answer at the request's max output tokens, as the
+// provider would: fewer chunks than asked for, no tool call, and a length
+// finish (Gemini's MAX_TOKENS, Converse's max_tokens). max 0 is no limit.
+func (m *message) limitTokens(max int) {
+	if max > 0 && max < m.chunks+min(len(m.tool), 1) {
+		m.chunks, m.tool, m.maxed = max, "", true
+	}
+}
+
+// stopAtMaxTokens (Behavior.StopAtMaxTokens) finishes a text answer as cut by
+// the token limit, whatever the request asked for.
+func (m *message) stopAtMaxTokens(on bool) {
+	if on && m.tool == "" {
+		m.maxed = true
+	}
 }
 
 // Tool input fragments: the tool_use input is {"identity":"<identity>"}, streamed as
@@ -72,6 +93,7 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 
 	m.completion = completion{id: c.id, model: req.Model, identity: c.b.Identity, chunks: c.b.Chunks, promptN: promptTokens(c.body),
 		extra: tokensOf(&c.b)}
+	m.stopAtMaxTokens(c.b.StopAtMaxTokens)
 	if !c.prefill(&m.completion) {
 		return
 	}
@@ -116,8 +138,11 @@ func (m *message) outputTokens() int {
 }
 
 func (m *message) stopReason() string {
-	if m.tool != "" {
+	switch {
+	case m.tool != "":
 		return "tool_use"
+	case m.maxed:
+		return "max_tokens"
 	}
 	return "end_turn"
 }

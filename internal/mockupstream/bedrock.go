@@ -24,7 +24,8 @@ import (
 // contentBlockStop, messageStop, metadata) with the same fault controls as chat. Errors
 // are AWS's: the exception's name in x-amzn-ErrorType, {"message":...} as the body; a
 // stream's mid-answer error (ErrorAfterChunks) is an exception frame
-// (modelStreamErrorException).
+// (modelStreamErrorException). inferenceConfig.maxTokens below the answer's chunks
+// cuts it there, stopReason max_tokens (and without the tool call).
 //
 // Every request must carry a well-formed SigV4 Authorization header for service
 // bedrock; with EnableBedrock the mock also re-signs the request with the known
@@ -139,6 +140,9 @@ type bedrockRequest struct {
 			} `json:"toolSpec"`
 		} `json:"tools"`
 	} `json:"toolConfig"`
+	InferenceConfig struct {
+		MaxTokens int `json:"maxTokens"`
+	} `json:"inferenceConfig"`
 }
 
 func (s *Server) serveBedrock(w http.ResponseWriter, r *http.Request, model string, stream bool) {
@@ -174,6 +178,8 @@ func (s *Server) serveBedrock(w http.ResponseWriter, r *http.Request, model stri
 	}
 	m.completion = completion{id: c.id, model: model, identity: c.b.Identity, chunks: c.b.Chunks, promptN: promptTokens(c.body),
 		noFinish: c.b.OmitFinishReason, extra: tokensOf(&c.b)}
+	m.limitTokens(req.InferenceConfig.MaxTokens)
+	m.stopAtMaxTokens(c.b.StopAtMaxTokens)
 	bufs := bufPool.Get().(*buffers)
 	defer bufPool.Put(bufs)
 	if !stream {
@@ -206,8 +212,11 @@ func (m *message) appendConverseBody(dst []byte) []byte {
 }
 
 func (m *message) converseStop() string {
-	if m.tool != "" {
+	switch {
+	case m.tool != "":
 		return "tool_use"
+	case m.maxed:
+		return "max_tokens"
 	}
 	return "end_turn"
 }

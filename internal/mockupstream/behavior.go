@@ -131,6 +131,11 @@ type Behavior struct {
 	// chunk. With EndAfterChunks equal to Chunks the stream ends after its last
 	// content chunk with neither a finish_reason nor [DONE].
 	OmitFinishReason bool
+	// StopAtMaxTokens ends a text answer as one cut by the request's token
+	// limit: finish_reason "length" (chat), stop_reason "max_tokens"
+	// (messages, Converse), finishReason MAX_TOKENS (Gemini). A tool call's
+	// answer is unchanged.
+	StopAtMaxTokens bool
 	// KeyStatus answers every request whose bearer token (Authorization: Bearer <key>;
 	// x-api-key on Anthropic messages, x-goog-api-key on Gemini) is one of its keys with that key's status (200
 	// succeeds), instead of Status and FailRate: one account whose keys fare
@@ -222,6 +227,7 @@ const (
 	HeaderHangBeforeHeaders    = "X-Mock-Hang-Before-Headers"
 	HeaderMalformedAfterChunks = "X-Mock-Malformed-After-Chunks"
 	HeaderOmitFinishReason     = "X-Mock-Omit-Finish-Reason"
+	HeaderStopAtMaxTokens      = "X-Mock-Stop-At-Max-Tokens"
 
 	// HeaderForModel scopes the other X-Mock-* headers of a request to the models it
 	// names (a comma-separated list, spaces ignored): a request whose body's "model"
@@ -459,6 +465,7 @@ func applyOverrides(b Behavior, h http.Header) (Behavior, error) {
 	boolean(HeaderResetBeforeHeaders, &b.ResetBeforeHeaders)
 	boolean(HeaderHangBeforeHeaders, &b.HangBeforeHeaders)
 	boolean(HeaderOmitFinishReason, &b.OmitFinishReason)
+	boolean(HeaderStopAtMaxTokens, &b.StopAtMaxTokens)
 	count(HeaderCachedTokens, &b.CachedTokens)
 	count(HeaderCacheWriteTokens, &b.CacheWriteTokens)
 	count(HeaderReasoningTokens, &b.ReasoningTokens)

@@ -49,14 +49,15 @@ func (s *Server) serveChat(w http.ResponseWriter, r *http.Request) {
 	}
 
 	comp := completion{
-		id:       c.id,
-		created:  s.now().Unix(),
-		model:    req.Model,
-		identity: c.b.Identity,
-		chunks:   c.b.Chunks,
-		promptN:  promptTokens(c.body),
-		noFinish: c.b.OmitFinishReason,
-		extra:    tokensOf(&c.b),
+		id:        c.id,
+		created:   s.now().Unix(),
+		model:     req.Model,
+		identity:  c.b.Identity,
+		chunks:    c.b.Chunks,
+		promptN:   promptTokens(c.body),
+		noFinish:  c.b.OmitFinishReason,
+		maxTokens: c.b.StopAtMaxTokens,
+		extra:     tokensOf(&c.b),
 	}
 	if len(req.Tools) > 2 { // neither absent, null nor []
 		comp.tool = chatToolCall(c.body)

@@ -107,6 +107,8 @@
 // MalformedAfterChunks inserts "data: {not json" (as the endpoint's content event)
 // after that many chunks, before any other *AfterChunks fault, and the stream goes on.
 // OmitFinishReason (chat) leaves the last chunk's finish_reason null.
+// StopAtMaxTokens ends a text answer as cut by its token limit (length, max_tokens,
+// MAX_TOKENS, each format its own word).
 //
 // Opening and closing events per endpoint:
 //

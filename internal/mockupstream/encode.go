@@ -36,6 +36,7 @@ type completion struct {
 	// as OpenAI does when stream_options.include_usage is true.
 	usageNull bool
 	noFinish  bool        // Behavior.OmitFinishReason: the last chunk's finish_reason is null
+	maxTokens bool        // Behavior.StopAtMaxTokens: a text answer ends as cut by its token limit
 	from      int         // the first content chunk sent: a prefill's continuation (prefill.go); 0 is 1
 	extra     usageTokens // cache and reasoning counts (usagetokens.go)
 }
@@ -109,9 +110,18 @@ func (c *completion) appendContentChunk(dst, prefix []byte, i int) []byte {
 	dst = append(dst, `{"index":0,"delta":{"content":"`...)
 	dst = c.appendText(dst, i)
 	if i == c.chunks && !c.noFinish {
-		return c.closeChunk(append(dst, `"},"finish_reason":"stop"}`...))
+		dst = append(append(append(dst, `"},"finish_reason":"`...), c.finishReason()...), `"}`...)
+		return c.closeChunk(dst)
 	}
 	return c.closeChunk(append(dst, `"},"finish_reason":null}`...))
+}
+
+// finishReason is a text answer's finish_reason.
+func (c *completion) finishReason() string {
+	if c.maxTokens {
+		return "length"
+	}
+	return "stop"
 }
 
 // appendUsageChunk appends the usage event: empty choices, as OpenAI sends it when
@@ -140,7 +150,7 @@ func (c *completion) appendBody(dst []byte) []byte {
 	}
 	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":"`...)
 	dst = c.appendFullText(dst)
-	dst = append(dst, `"},"finish_reason":"stop"}],`...)
+	dst = append(append(append(dst, `"},"finish_reason":"`...), c.finishReason()...), `"}],`...)
 	dst = c.appendUsage(dst)
 	return append(dst, "}\n"...)
 }

@@ -18,6 +18,8 @@ import (
 // text is chat's ("Hello from <identity> chunk 1 ..."). The key is read from
 // x-goog-api-key only: a request that carries it in the URL (?key=) is refused, so a
 // test notices a gateway that puts it where proxies and access logs keep it.
+// generationConfig.maxOutputTokens below the answer's chunks cuts it there, finished
+// MAX_TOKENS (and without the function call).
 //
 // Usage, as Gemini counts it: promptTokenCount is the whole prompt (cache reads and
 // writes in it, as OpenAI's prompt_tokens), cachedContentTokenCount the cache reads,
@@ -54,6 +56,9 @@ type geminiRequest struct {
 			Name string `json:"name"`
 		} `json:"functionDeclarations"`
 	} `json:"tools"`
+	GenerationConfig struct {
+		MaxOutputTokens int `json:"maxOutputTokens"`
+	} `json:"generationConfig"`
 }
 
 // serveGemini answers a Gemini method; vertex: on Vertex AI's path, where the
@@ -125,6 +130,8 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, model, meth
 	}
 	m.completion = completion{id: c.id, model: model, identity: c.b.Identity, chunks: c.b.Chunks, promptN: promptTokens(c.body),
 		noFinish: c.b.OmitFinishReason, extra: tokensOf(&c.b)}
+	m.limitTokens(req.GenerationConfig.MaxOutputTokens)
+	m.stopAtMaxTokens(c.b.StopAtMaxTokens)
 	bufs := bufPool.Get().(*buffers)
 	defer bufPool.Put(bufs)
 	if !stream {
@@ -138,6 +145,14 @@ func (s *Server) serveGemini(w http.ResponseWriter, r *http.Request, model, meth
 	c.o = m.serveGeminiStream(w, r, &c.b, bufs)
 }
 
+// geminiFinish is the answer's finishReason.
+func (m *message) geminiFinish() string {
+	if m.maxed {
+		return "MAX_TOKENS"
+	}
+	return "STOP"
+}
+
 // geminiEventEnd ends an event as Google's servers do.
 const geminiEventEnd = "\r\n\r\n"
 
@@ -148,7 +163,9 @@ func (m *message) appendGeminiBody(dst []byte) []byte {
 	if m.tool != "" {
 		dst = m.appendFunctionCall(append(dst, ','))
 	}
-	dst = append(dst, `]},"finishReason":"STOP","index":0}],`...)
+	dst = append(dst, `]},"finishReason":"`...)
+	dst = append(dst, m.geminiFinish()...)
+	dst = append(dst, `","index":0}],`...)
 	dst = m.appendUsageMetadata(dst, true)
 	return m.appendGeminiTail(dst, "}\n")
 }
@@ -238,7 +255,9 @@ func (m *message) serveGeminiStream(w http.ResponseWriter, r *http.Request, b *B
 // whole usage when last (unless noFinish), else the prompt's usage alone.
 func (m *message) appendStreamEnd(dst []byte, last bool) []byte {
 	if last && !m.noFinish {
-		dst = append(dst, `,"finishReason":"STOP"`...)
+		dst = append(dst, `,"finishReason":"`...)
+		dst = append(dst, m.geminiFinish()...)
+		dst = append(dst, '"')
 	}
 	dst = append(dst, `,"index":0}],`...)
 	dst = m.appendUsageMetadata(dst, last)

@@ -49,21 +49,18 @@ func TestGeminiSDK(t *testing.T) {
 		t.Fatalf("key header %q", got)
 	}
 
-	var text strings.Builder
-	var finish genai.FinishReason
-	var usage *genai.GenerateContentResponseUsageMetadata
-	for chunk, err := range c.Models.GenerateContentStream(ctx, "gemini-2.5-flash", genai.Text("hi"), nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		text.WriteString(chunk.Text())
-		if fr := chunk.Candidates[0].FinishReason; fr != "" {
-			finish = fr
-		}
-		usage = chunk.UsageMetadata
+	if text, finish, usage := genaiStream(t, c); text != want || finish != genai.FinishReasonStop || usage == nil || usage.CandidatesTokenCount != 3 {
+		t.Fatalf("stream: %q %s %+v", text, finish, usage)
 	}
-	if text.String() != want || finish != genai.FinishReasonStop || usage == nil || usage.CandidatesTokenCount != 3 {
-		t.Fatalf("stream: %q %s %+v", text.String(), finish, usage)
+
+	// maxOutputTokens below the answer cuts it there, finished MAX_TOKENS.
+	resp, err = c.Models.GenerateContent(ctx, "gemini-2.5-flash", genai.Text("hi"), &genai.GenerateContentConfig{MaxOutputTokens: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text() != "Hello from mock chunk 1 2" || resp.Candidates[0].FinishReason != genai.FinishReasonMaxTokens ||
+		resp.UsageMetadata.CandidatesTokenCount != 2 {
+		t.Fatalf("max tokens 2: %q %s %+v", resp.Text(), resp.Candidates[0].FinishReason, resp.UsageMetadata)
 	}
 
 	// A function call, as ToolUseFirst asks, reaches the SDK's parts.
@@ -99,6 +96,26 @@ func TestGeminiSDK(t *testing.T) {
 		len(apiErr.Details) != 1 || apiErr.Details[0]["retryDelay"] != "7s" {
 		t.Fatalf("429: %#v", err)
 	}
+}
+
+// genaiStream streams "hi" to gemini-2.5-flash through c: the text, the
+// finish reason and the last chunk's usage.
+func genaiStream(t *testing.T, c *genai.Client) (string, genai.FinishReason, *genai.GenerateContentResponseUsageMetadata) {
+	t.Helper()
+	var text strings.Builder
+	var finish genai.FinishReason
+	var usage *genai.GenerateContentResponseUsageMetadata
+	for chunk, err := range c.Models.GenerateContentStream(context.Background(), "gemini-2.5-flash", genai.Text("hi"), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.WriteString(chunk.Text())
+		if fr := chunk.Candidates[0].FinishReason; fr != "" {
+			finish = fr
+		}
+		usage = chunk.UsageMetadata
+	}
+	return text.String(), finish, usage
 }
 
 func pathGeminiFor(model, method string) string { return "/v1beta/models/" + model + ":" + method }

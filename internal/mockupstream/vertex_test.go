@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"cloud.google.com/go/auth/credentials"
 	"golang.org/x/oauth2/google"
+	"google.golang.org/genai"
 )
 
 const vertexPath = "/v1/projects/p1/locations/us-central1/publishers/google/models/gemini-2.5-flash:"
@@ -106,5 +108,46 @@ func TestVertexTokenStatusAdmin(t *testing.T) {
 	}
 	if err := (Behavior{TokenStatus: 200}).Validate(); err == nil {
 		t.Fatal("TokenStatus 200 validated")
+	}
+}
+
+// TestVertexSDK: Google's genai client on its Vertex AI backend, with
+// credentials made from the mock's service-account key (cloud.google.com/go/auth
+// fetches the token from the mock's token endpoint), reads the Vertex
+// paths' answers whole and streamed: text, finish reason and usage.
+func TestVertexSDK(t *testing.T) {
+	s, ts := start(t, Behavior{Chunks: 3})
+	key, _, err := s.VertexServiceAccount(ts.URL+PathToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := credentials.NewCredentialsFromJSON(credentials.ServiceAccount, key,
+		&credentials.DetectOptions{Scopes: []string{vertexScope}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c, err := genai.NewClient(ctx, &genai.ClientConfig{
+		Backend: genai.BackendVertexAI, Project: "p1", Location: "us-central1", Credentials: creds,
+		HTTPOptions: genai.HTTPOptions{BaseURL: ts.URL, APIVersion: "v1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "Hello from mock chunk 1 2 3"
+	resp, err := c.Models.GenerateContent(ctx, "gemini-2.5-flash", genai.Text("hi"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text() != want || resp.Candidates[0].FinishReason != genai.FinishReasonStop ||
+		resp.UsageMetadata == nil || resp.UsageMetadata.CandidatesTokenCount != 3 {
+		t.Fatalf("text %q finish %s usage %+v", resp.Text(), resp.Candidates[0].FinishReason, resp.UsageMetadata)
+	}
+	if text, finish, usage := genaiStream(t, c); text != want || finish != genai.FinishReasonStop || usage == nil || usage.CandidatesTokenCount != 3 {
+		t.Fatalf("stream: %q %s %+v", text, finish, usage)
+	}
+	// One token served both calls: the SDK caches it as the gateway does.
+	if n := s.TokenCalls(); n != 1 {
+		t.Fatalf("token calls %d, want 1", n)
 	}
 }

@@ -40,10 +40,10 @@ type batchArgs struct {
 	rLatency, rFirstByte                           []int64
 	rPromptTokens, rCompletionTokens, rTotalTokens []*int64
 	rFinishedAt                                    []*time.Time
-	rTeam, rTraceID                                []string
+	rTeam, rTraceID, rCache                        []string
 	rCached, rWrite, rReason                       []*int64
 	rEstimated                                     []bool
-	rCost                                          []*float64
+	rCost, rSaved                                  []*float64
 
 	args []any
 }
@@ -72,7 +72,8 @@ func (a *batchArgs) fill(reqs []Request, reqNew []bool, cands []Candidate, candN
 		a.rID, a.rClientRequestID, a.rCreatedAt, a.rModel, a.rRoute, a.rReplica, a.rStream, a.rClient, a.rPriority,
 		a.rStatus, a.rStatusCode, a.rErrorType, a.rLatency, a.rFirstByte,
 		a.rCandidateCount, a.rPromptTokens, a.rCompletionTokens, a.rTotalTokens, a.rFinishedAt,
-		a.rTeam, a.rCached, a.rWrite, a.rReason, a.rEstimated, a.rCost, a.rTraceID)
+		a.rTeam, a.rCached, a.rWrite, a.rReason, a.rEstimated, a.rCost, a.rTraceID,
+		a.rCache, a.rSaved)
 	if allNew {
 		return insertBatchSQL, a.args
 	}
@@ -158,6 +159,8 @@ func (a *batchArgs) addRequest(r *Request) {
 	a.rEstimated = append(a.rEstimated, r.UsageEstimated)
 	a.rCost = append(a.rCost, costOrNil(r.HasCost, &r.CostUSD))
 	a.rTraceID = append(a.rTraceID, r.TraceID)
+	a.rCache = append(a.rCache, r.Cache)
+	a.rSaved = append(a.rSaved, costOrNil(r.HasSaved, &r.SavedUSD))
 }
 
 // reset empties the arrays, dropping the references into the last batch's
@@ -167,7 +170,7 @@ func (a *batchArgs) reset() {
 	a.cIndex, a.cRetry, a.cStatusCode, a.cResumedFrom = a.cIndex[:0], a.cRetry[:0], a.cStatusCode[:0], a.cResumedFrom[:0]
 	for _, s := range []*[]string{&a.cProvider, &a.cEndpoint, &a.cKeyID, &a.cModel, &a.cStatus,
 		&a.cSkipReason, &a.cErrorType, &a.cErrorMessage, &a.rClientRequestID, &a.rModel, &a.rRoute, &a.rReplica,
-		&a.rClient, &a.rPriority, &a.rStatus, &a.rErrorType, &a.rTeam, &a.rTraceID} {
+		&a.rClient, &a.rPriority, &a.rStatus, &a.rErrorType, &a.rTeam, &a.rTraceID, &a.rCache} {
 		clear(*s)
 		*s = (*s)[:0]
 	}
@@ -180,7 +183,7 @@ func (a *batchArgs) reset() {
 		clear(*p)
 		*p = (*p)[:0]
 	}
-	for _, p := range []*[]*float64{&a.cCost, &a.rCost} {
+	for _, p := range []*[]*float64{&a.cCost, &a.rCost, &a.rSaved} {
 		clear(*p)
 		*p = (*p)[:0]
 	}
@@ -233,7 +236,7 @@ var requestParams = []param{
 	{"total_tokens", "int8", ""}, {"finished_at", "timestamptz", ""},
 	{"team", "text", "nullText"}, {"cached_tokens", "int8", ""}, {"cache_write_tokens", "int8", ""},
 	{"reasoning_tokens", "int8", ""}, {"usage_estimated", "bool", ""}, {"cost_usd", "float8", ""},
-	{"trace_id", "text", "nullText"},
+	{"trace_id", "text", "nullText"}, {"cache", "text", "nullText"}, {"saved_usd", "float8", ""},
 }
 
 // insertFromArrays renders INSERT INTO table ... SELECT ... FROM (SELECT

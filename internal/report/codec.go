@@ -19,8 +19,9 @@ const (
 	frameHeader = 8
 	// spoolVersion 2 added cost and the usage details at the end of both
 	// kinds (appendCost); version 1 frames still decode, those zero.
-	// Version 3 adds a request's trace id after its cost.
-	spoolVersion   = 3
+	// Version 3 adds a request's trace id after its cost, version 4 its
+	// cache result and saving after that.
+	spoolVersion   = 4
 	maxSpoolRecord = 64 << 10 // far above any sanitised record; larger means corruption
 )
 
@@ -70,7 +71,10 @@ func appendRequest(b []byte, r *Request) []byte {
 	b = appendString(b, r.Replica)
 	b = appendString(b, r.Team)
 	b = appendCost(b, usageCost{r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens, r.UsageEstimated, r.HasCost, r.CostUSD})
-	return appendString(b, r.TraceID)
+	b = appendString(b, r.TraceID)
+	b = appendString(b, r.Cache)
+	b = appendBool(b, r.HasSaved)
+	return binary.LittleEndian.AppendUint64(b, math.Float64bits(r.SavedUSD))
 }
 
 // usageCost is what version 2 frames add to both kinds of record.
@@ -92,13 +96,22 @@ func appendCost(b []byte, u usageCost) []byte {
 func (d *decoder) cost() (u usageCost) {
 	u.cached, u.write, u.reasoning = d.varint(), d.varint(), d.varint()
 	u.estimated, u.hasCost = d.bool(), d.bool()
-	if d.bad || len(d.b) < 8 {
-		d.bad = true
+	u.usd = d.float64()
+	if d.bad {
 		return usageCost{}
 	}
-	u.usd = math.Float64frombits(binary.LittleEndian.Uint64(d.b))
-	d.b = d.b[8:]
 	return u
+}
+
+// float64 reads the 8 little-endian bytes of a float64's bits.
+func (d *decoder) float64() float64 {
+	if d.bad || len(d.b) < 8 {
+		d.bad = true
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
+	d.b = d.b[8:]
+	return v
 }
 
 func appendCandidate(b []byte, c *Candidate) []byte {
@@ -193,6 +206,10 @@ func decodePayload(p []byte, rec *record) error {
 		}
 		if version >= 3 {
 			r.TraceID = d.string()
+		}
+		if version >= 4 {
+			r.Cache = d.string()
+			r.HasSaved, r.SavedUSD = d.bool(), d.float64()
 		}
 	case kindCandidate:
 		c := &rec.cand

@@ -131,7 +131,7 @@ func listSQL(f *ListFilter) (string, []any) {
 	return `SELECT r.id, r.created_at, r.model, r.route, r.stream, r.client, r.priority, r.status,
     r.status_code, r.error_type, r.latency_ms, r.first_byte_ms, r.candidate_count, r.total_tokens,
     r.replica, r.team, r.cost_usd::float8 AS cost_usd, r.usage_estimated, r.cached_tokens, r.reasoning_tokens,
-    COALESCE(p.providers, '{}') AS providers
+    r.cache, r.saved_usd::float8 AS saved_usd, COALESCE(p.providers, '{}') AS providers
 FROM (
     SELECT * FROM requests r` + cond + `
     ORDER BY r.created_at DESC, r.id DESC

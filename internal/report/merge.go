@@ -145,6 +145,10 @@ func mergeRequest(stored, in *Request) {
 	}
 	m.Team = coalesceString(in.Team, stored.Team)
 	m.TraceID = coalesceString(in.TraceID, stored.TraceID)
+	m.Cache = coalesceString(in.Cache, stored.Cache)
+	if !in.HasSaved && stored.HasSaved {
+		m.HasSaved, m.SavedUSD = true, stored.SavedUSD
+	}
 	m.UsageEstimated = in.UsageEstimated || stored.UsageEstimated
 	m.FinishedAt = coalesceTime(in.FinishedAt, stored.FinishedAt)
 	m.CreatedAt = stored.CreatedAt

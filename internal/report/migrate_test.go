@@ -48,7 +48,8 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	}
 	for _, q := range []string{column("route"), column("replica"), index("requests_created_at_id_idx"), index("request_candidates_attempted_idx"),
 		candColumn("resumed_from"), column("cost_usd"), column("team"), candColumn("cost_usd"), index("requests_client_cost_idx"),
-		index("requests_team_spend_idx"), table("api_keys"), table("admin_audit"), index("api_keys_live_name_idx"), column("trace_id")} {
+		index("requests_team_spend_idx"), table("api_keys"), table("admin_audit"), index("api_keys_live_name_idx"), column("trace_id"),
+		column("cache"), column("saved_usd")} {
 		if n := queryInt(t, dsn, q); n != 1 {
 			t.Fatalf("after up: %s = %d, want 1", q, n)
 		}
@@ -59,12 +60,13 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		}
 	}
 
-	// down steps back one migration at a time: the trace id, the API keys' tables, the client index with the
+	// down steps back one migration at a time: the cache columns, the trace id, the API keys' tables, the client index with the
 	// cost (its two predecessors are back), the cost columns, resumed_from, the console indexes (and the
 	// plain created_at index is back), the replica column, the route column...
 	for _, step := range []struct {
 		gone, kept []string
 	}{
+		{gone: []string{column("cache"), column("saved_usd")}, kept: []string{column("trace_id")}},
 		{gone: []string{column("trace_id")}, kept: []string{table("api_keys")}},
 		{gone: []string{table("api_keys"), table("admin_audit")}, kept: []string{index("requests_client_cost_idx")}},
 		{gone: []string{index("requests_client_cost_idx")},

@@ -49,6 +49,12 @@ type RequestSummary struct {
 	// completion's; null with the usage.
 	CachedTokens    *int64 `json:"cached_tokens"`
 	ReasoningTokens *int64 `json:"reasoning_tokens"`
+	// Cache is the response cache's result (hit, miss, bypass); null on
+	// a route without a cache. A hit has no candidates and costs 0;
+	// SavedUSD is then the stored answer's cost (null when unknown, and
+	// on every other request).
+	Cache    *string  `json:"cache"`
+	SavedUSD *float64 `json:"saved_usd"`
 }
 
 // TimelineRequest is a row of requests: the summary and the columns only
@@ -103,7 +109,8 @@ type TimelineCandidate struct {
 const selectRequestSQL = `SELECT id, client_request_id, created_at, model, route, replica, stream, client, priority,
     status, status_code, error_type, latency_ms, first_byte_ms, candidate_count,
     prompt_tokens, completion_tokens, total_tokens, finished_at, team, cost_usd::float8 AS cost_usd,
-    usage_estimated, cached_tokens, cache_write_tokens, reasoning_tokens, trace_id
+    usage_estimated, cached_tokens, cache_write_tokens, reasoning_tokens, trace_id, cache,
+    saved_usd::float8 AS saved_usd
 FROM requests WHERE id = $1`
 
 const selectCandidatesSQL = `SELECT candidate_index, retry_index, provider, endpoint, key_id, model,

@@ -90,7 +90,7 @@ func TestAdminReadsEveryColumn(t *testing.T) {
 			ErrorType: ErrorTypeUpstreamHTTP, Latency: 1500 * time.Millisecond, FirstByte: 300 * time.Millisecond,
 			CandidateCount: 2, HasUsage: true, PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7, FinishedAt: fin,
 			Team: "search", CachedTokens: 1, CacheWriteTokens: 2, ReasoningTokens: 3, HasCost: true, CostUSD: 0.25, UsageEstimated: true,
-			TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}},
+			TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Cache: CacheMiss, HasSaved: true, SavedUSD: 0.5}},
 	})
 	asMap := func(v any) map[string]any {
 		t.Helper()
@@ -122,7 +122,7 @@ func TestAdminReadsEveryColumn(t *testing.T) {
 		"stream": true, "client": "web", "priority": "interactive", "status": "failed", "status_code": 503.0,
 		"error_type": ErrorTypeUpstreamHTTP, "latency_ms": 1500.0, "first_byte_ms": 300.0, "candidate_count": 2.0,
 		"total_tokens": 7.0, "team": "search", "cost_usd": 0.25, "usage_estimated": true, "cached_tokens": 1.0,
-		"reasoning_tokens": 3.0}
+		"reasoning_tokens": 3.0, "cache": "miss", "saved_usd": 0.5}
 
 	tl, err := w.Timeline(context.Background(), id)
 	if err != nil {

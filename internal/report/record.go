@@ -52,6 +52,13 @@ type Request struct {
 	// TraceID is the request's OpenTelemetry trace, 32 hex digits; "" ->
 	// NULL (tracing off).
 	TraceID string
+	// Cache is what the route's response cache did with the request (one
+	// of the Cache* constants); "" -> NULL: the route has no cache.
+	Cache string
+	// SavedUSD is a cache hit's saving, the stored answer's cost; stored
+	// only when HasSaved is set (NULL: not a hit, or the cost unknown).
+	HasSaved bool
+	SavedUSD float64
 }
 
 // Candidate is the record of one attempt of one candidate, written to the
@@ -100,6 +107,13 @@ const (
 	RequestSuccess   = "success"
 	RequestFailed    = "failed"
 	RequestCancelled = "cancelled"
+)
+
+// Cache results (requests.cache, and x-gateway-cache on the answer).
+const (
+	CacheHit    = "hit"    // served from the cache: no gate, no provider
+	CacheMiss   = "miss"   // looked up, not found: the normal path
+	CacheBypass = "bypass" // not looked up (no-cache, no-store, ...): the normal path
 )
 
 // Candidate statuses (request_candidates.status), see DESIGN section 7.

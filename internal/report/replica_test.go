@@ -127,9 +127,10 @@ func TestCodecOldFrames(t *testing.T) {
 	}
 }
 
-// v2RequestTail is how many bytes versions 2 and 3 add at the end of r's
+// v2RequestTail is how many bytes versions 2 to 4 add at the end of r's
 // frame.
 func v2RequestTail(r *Request) int {
-	return len(appendString(appendCost(appendString(nil, r.Team), usageCost{r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens,
-		r.UsageEstimated, r.HasCost, r.CostUSD}), r.TraceID))
+	v3 := appendString(appendCost(appendString(nil, r.Team), usageCost{r.CachedTokens, r.CacheWriteTokens, r.ReasoningTokens,
+		r.UsageEstimated, r.HasCost, r.CostUSD}), r.TraceID)
+	return len(v3) + len(appendString(nil, r.Cache)) + 1 + 8 // cache, has saved, saved
 }

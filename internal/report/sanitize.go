@@ -296,6 +296,12 @@ func sanitizeRequest(r *Request, now time.Time, red *secret.Redactor) (reject st
 		r.CreatedAt = now
 	}
 	r.HasCost, r.CostUSD = cleanCost(r.HasCost, r.CostUSD)
+	r.HasSaved, r.SavedUSD = cleanCost(r.HasSaved, r.SavedUSD)
+	switch r.Cache {
+	case "", CacheHit, CacheMiss, CacheBypass:
+	default:
+		r.Cache = "" // a value the column does not know is no result
+	}
 	return ""
 }
 

@@ -32,6 +32,11 @@ type SpendRow struct {
 	CachedTokens int64   `json:"cached_tokens"`
 	CostUSD      float64 `json:"cost_usd"`
 	Unpriced     int64   `json:"unpriced"`
+	// CacheHits counts the requests answered from the response cache (in
+	// Requests too, at cost 0); SavedUSD sums what their stored answers
+	// cost. Always 0 by provider: a hit reaches no provider.
+	CacheHits int64   `json:"cache_hits"`
+	SavedUSD  float64 `json:"saved_usd"`
 }
 
 // SpendPoint is one group's cost in one bucket of a series.
@@ -73,13 +78,15 @@ func (w *Writer) Spend(ctx context.Context, by string, since time.Time) ([]Spend
 	}
 	where := "created_at >= $1"
 	count := "count(*)"
+	cache := "count(*) FILTER (WHERE cache = 'hit'), coalesce(sum(saved_usd), 0)::float8"
 	if table == "request_candidates" {
 		where += " AND prompt_tokens IS NOT NULL"
 		count = "count(DISTINCT request_id)"
+		cache = "0::int8, 0::float8"
 	}
 	q := `SELECT ` + group + `, ` + count + `, coalesce(sum(prompt_tokens), 0)::int8, coalesce(sum(completion_tokens), 0)::int8,
 	coalesce(sum(cached_tokens), 0)::int8, coalesce(sum(cost_usd), 0)::float8,
-	count(*) FILTER (WHERE prompt_tokens IS NOT NULL AND cost_usd IS NULL)
+	count(*) FILTER (WHERE prompt_tokens IS NOT NULL AND cost_usd IS NULL), ` + cache + `
 	FROM ` + table + ` WHERE ` + where + ` GROUP BY 1 ORDER BY 6 DESC, 1`
 	rows, err := pool.Query(ctx, q, since)
 	if err != nil {
@@ -89,7 +96,8 @@ func (w *Writer) Spend(ctx context.Context, by string, since time.Time) ([]Spend
 	var out []SpendRow
 	for rows.Next() {
 		var r SpendRow
-		if err := rows.Scan(&r.Group, &r.Requests, &r.InputTokens, &r.OutputTokens, &r.CachedTokens, &r.CostUSD, &r.Unpriced); err != nil {
+		if err := rows.Scan(&r.Group, &r.Requests, &r.InputTokens, &r.OutputTokens, &r.CachedTokens, &r.CostUSD, &r.Unpriced,
+			&r.CacheHits, &r.SavedUSD); err != nil {
 			return nil, fmt.Errorf("report: spend: %w", err)
 		}
 		out = append(out, r)

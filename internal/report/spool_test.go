@@ -71,6 +71,8 @@ func TestCodecRoundTrip(t *testing.T) {
 			ErrorType: "x", Latency: 3 * time.Second, FirstByte: time.Millisecond, CandidateCount: 4,
 			HasUsage: true, PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3, FinishedAt: baseTime.Add(time.Second),
 			Route: "responses", Replica: "gw-2"}},
+		{kind: kindRequest, req: Request{ID: uuid.New(), CreatedAt: baseTime, Status: RequestSuccess, Team: "t",
+			HasCost: true, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Cache: CacheHit, HasSaved: true, SavedUSD: 0.0125}},
 		{kind: kindRequest, req: Request{ID: uuid.New(), Status: RequestPending}},
 		{kind: kindCandidate, cand: Candidate{RequestID: uuid.New(), Index: 7, RetryIndex: 2, Provider: "p",
 			Endpoint: "http://h", KeyID: "k", Model: "m", Status: CandidateFailed, SkipReason: "s", StatusCode: -5,

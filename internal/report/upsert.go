@@ -93,7 +93,9 @@ ON CONFLICT (id) DO UPDATE SET
     reasoning_tokens  = COALESCE(EXCLUDED.reasoning_tokens, t.reasoning_tokens),
     usage_estimated   = EXCLUDED.usage_estimated OR t.usage_estimated,
     cost_usd          = COALESCE(EXCLUDED.cost_usd, t.cost_usd),
-    trace_id          = COALESCE(EXCLUDED.trace_id, t.trace_id)
+    trace_id          = COALESCE(EXCLUDED.trace_id, t.trace_id),
+    cache             = COALESCE(EXCLUDED.cache, t.cache),
+    saved_usd         = COALESCE(EXCLUDED.saved_usd, t.saved_usd)
 WHERE ` + rankCase("EXCLUDED.status", requestRank) + ` > ` + rankCase("t.status", requestRank)
 
 // upsert writes prepared records in one statement bounded by WriteTimeout.

@@ -1,15 +1,10 @@
 package server_test
 
 import (
-	"context"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
-	"github.com/openai/openai-go/v3"
 
 	"github.com/llmgw/gateway/internal/mockupstream"
 )
@@ -20,13 +15,7 @@ import (
 // primaryExtra (a stream_commit, for the exception-before-commit case).
 const bedrockRoutes = `
 providers:
-  - name: br
-    format: bedrock
-    base_url: %[1]s
-    bedrock: { region: us-east-1 }
-    aws: { access_key_id: "${BR_KEY_ID}", secret_access_key: "${BR_SECRET}", session_token: "${BR_TOKEN}" }
-    max_concurrency: 8
-    health: { failures: 1, cooldown: 1m }
+` + brProvider + `    health: { failures: 1, cooldown: 1m }
 %[3]s
   - name: backup
     base_url: %[2]s/v1
@@ -41,6 +30,16 @@ models:
     candidates:
       - { provider: br, model: "amazon.nova-lite-v1:0", priority: 0 }
       - { provider: backup, model: up-backup-mini, priority: 1 }
+`
+
+// brProvider is the primary mock as provider br, format bedrock, signing
+// with the sentinel credentials (bedrockSetup's environment).
+const brProvider = `  - name: br
+    format: bedrock
+    base_url: %[1]s
+    bedrock: { region: us-east-1 }
+    aws: { access_key_id: "${BR_KEY_ID}", secret_access_key: "${BR_SECRET}", session_token: "${BR_TOKEN}" }
+    max_concurrency: 8
 `
 
 // The sentinel credentials: none may show anywhere but in the signature
@@ -324,46 +323,10 @@ func bedrockLeaks(t *testing.T, b mockupstream.Behavior, badSecret bool, kept st
 	}
 }
 
-// TestBedrockSDKs: the official OpenAI and Anthropic clients, streamed,
-// read a bedrock candidate's answer through the gateway.
-func TestBedrockSDKs(t *testing.T) {
-	g := start(t, bedrockSetup(setup{}))
-	ctx := context.Background()
-	oc := openaiClient(g)
-	st := oc.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "claude-br",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
-	var acc openai.ChatCompletionAccumulator
-	for st.Next() {
-		acc.AddChunk(st.Current())
-	}
-	if err := st.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if got := acc.Choices[0].Message.Content; got != "Hello from primary chunk 1 2 3" || acc.Choices[0].FinishReason != "stop" {
-		t.Fatalf("openai: %q %q", got, acc.Choices[0].FinishReason)
-	}
-
-	ac := anthropic.NewClient(aoption.WithBaseURL(g.URL), aoption.WithAPIKey("client-SENTINEL-token"),
-		aoption.WithMaxRetries(0), aoption.WithHTTPClient(g.client))
-	stream := ac.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: "claude-br", MaxTokens: 64,
-		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}})
-	var msg anthropic.Message
-	for stream.Next() {
-		if err := msg.Accumulate(stream.Current()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(msg.Content) != 1 || msg.Content[0].Text != "Hello from primary chunk 1 2 3" || msg.StopReason != anthropic.StopReasonEndTurn {
-		t.Fatalf("anthropic: %+v", msg)
-	}
-}
-
 // TestBedrockExceptionAfterCommit: an exception frame after the client got
 // bytes cannot fail over: the stream ends with the client format's error
-// frame, never a made-up [DONE], and the row says the stream broke.
+// frame (code stream_interrupted), never a made-up [DONE], and the rows
+// say the stream broke: failed, 502, stream_interrupted.
 func TestBedrockExceptionAfterCommit(t *testing.T) {
 	g := start(t, bedrockSetup(setup{primary: mockupstream.Behavior{ErrorAfterChunks: 2}}))
 	resp, b, _ := g.postStream(t, "/v1/chat/completions", brChat("claude-br", true, ""))
@@ -371,9 +334,13 @@ func TestBedrockExceptionAfterCommit(t *testing.T) {
 		!strings.Contains(string(b), `"error"`) || strings.Contains(string(b), "[DONE]") {
 		t.Fatalf("%d: %s", resp.StatusCode, b)
 	}
-	_, rows := g.ledger(t, resp.Header.Get("X-Request-Id"))
-	if len(rows) == 0 || rows[0].Status != "failed" || !strings.Contains(rows[0].String(), "(br)") {
-		t.Fatalf("rows %v", rows)
+	if !strings.Contains(string(b), `"code":"stream_interrupted"`) {
+		t.Fatalf("the error frame is not the gateway's stream_interrupted: %s", b)
+	}
+	req, rows := g.ledger(t, resp.Header.Get("X-Request-Id"))
+	wantRows(t, rows, "failed/502/stream_interrupted(br)", "unused/0/(backup)")
+	if req.Status != "failed" || req.StatusCode == nil || *req.StatusCode != http.StatusBadGateway {
+		t.Fatalf("request row %+v", req)
 	}
 	if n := g.Backup.Stats().Requests; n != 0 {
 		t.Fatalf("the backup got %d requests after the commit", n)

@@ -101,6 +101,9 @@ func TestTracePlainRequest(t *testing.T) {
 	if attr(a, "gen_ai.usage.input_tokens") == nil || intAttr(a, "gen_ai.usage.output_tokens") <= 0 {
 		t.Errorf("usage attributes missing: %v", a.Attributes)
 	}
+	if got := finishReasons(a); got != "stop" {
+		t.Errorf("gen_ai.response.finish_reasons %q, want [stop]", got)
+	}
 	if attr(a, "llmgw.admission.wait_ms") == nil {
 		t.Errorf("no llmgw.admission.wait_ms")
 	}
@@ -173,6 +176,9 @@ func TestTracePropagate(t *testing.T) {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
 	tr := treeOf(t, sink.trace(t, inboundTID, 2))
+	if got := finishReasons(tr.attempts[0]); got != "stop" {
+		t.Errorf("a stream's gen_ai.response.finish_reasons %q, want [stop]", got)
+	}
 	want := fmt.Sprintf("00-%s-%x-01", inboundTID, tr.attempts[0].SpanId)
 	rec, _ := g.Primary.LastRequestAt("")
 	if got := rec.Header.Get("Traceparent"); got != want {
@@ -286,6 +292,9 @@ func TestTraceCutStream(t *testing.T) {
 	}
 	if got := attemptStatus(tr.attempts[0]); !strings.HasPrefix(got, "failed/") || !strings.HasSuffix(got, "/error") {
 		t.Errorf("attempt %s, want failed with status Error", got)
+	}
+	if got := finishReasons(tr.attempts[0]); got != "" {
+		t.Errorf("a cut stream's gen_ai.response.finish_reasons %q, want none", got)
 	}
 	if tr.server.Status.GetCode() != tracepb.Status_STATUS_CODE_ERROR {
 		t.Errorf("request span status %v, want Error for a cut answer", tr.server.Status)

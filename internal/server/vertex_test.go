@@ -156,6 +156,16 @@ func TestVertexTokenOutage(t *testing.T) {
 	if !strings.Contains(rows[0].Message, "access token") {
 		t.Fatalf("the failure does not say it was the token: %q", rows[0].Message)
 	}
+	// The outage cooled the provider's model in /admin/health (failures: 1).
+	var cooled bool
+	for _, h := range g.health(t) {
+		if h.Provider == "vx" && h.Model == "gemini-2.5-flash" {
+			cooled = h.State == "cooling" && h.CooldownUntil != nil && h.LastErrorType == "upstream_connect_error"
+		}
+	}
+	if !cooled {
+		t.Fatalf("vx not cooling after the token outage: %v", g.health(t))
+	}
 	calls := g.Primary.TokenCalls()
 	resp, b = g.post(t, vertexChat(false))
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "Hello from backup") {

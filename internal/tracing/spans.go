@@ -92,6 +92,9 @@ type Attempt struct {
 	Committed   time.Time // when it passed its commit point; zero: never
 	Temperature float64
 	HasTemp     bool
+	// FinishReasons is why the answer ended (OpenAI finish_reason
+	// values), when it said.
+	FinishReasons []string
 }
 
 // Attempt puts one settled attempt on the trace of ctx, as a child of
@@ -118,7 +121,7 @@ func (t *Tracer) Attempt(ctx context.Context, at *Attempt) {
 		end = start
 	}
 	ctx = context.WithValue(ctx, presetKey{}, SpanID(row.RequestID, row.Index, row.StartedAt))
-	attrs := make([]attribute.KeyValue, 0, 20)
+	attrs := make([]attribute.KeyValue, 0, 22)
 	attrs = append(attrs,
 		attribute.String("gen_ai.operation.name", at.Operation),
 		attribute.String("gen_ai.provider.name", ProviderName(at.Format)),
@@ -153,6 +156,9 @@ func (t *Tracer) Attempt(ctx context.Context, at *Attempt) {
 		if row.UsageEstimated {
 			attrs = append(attrs, attribute.Bool("llmgw.usage.estimated", true))
 		}
+	}
+	if len(at.FinishReasons) > 0 {
+		attrs = append(attrs, attribute.StringSlice("gen_ai.response.finish_reasons", at.FinishReasons))
 	}
 	if row.HasCost {
 		attrs = append(attrs, attribute.Float64("llmgw.cost_usd", row.CostUSD))

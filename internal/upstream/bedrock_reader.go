@@ -38,6 +38,7 @@ type fromBedrock struct {
 	usage   Usage
 	has     bool
 	chunks  []byte // t's chat chunks, before msgs translates them
+	chat    []byte // the chat body Body made, for FinishReasons
 	scratch []byte
 }
 
@@ -130,6 +131,7 @@ func (f *fromBedrock) Body(body []byte) ([]byte, error) {
 	} else if bytes.Contains(body, bedrockUsageKey) {
 		f.unreadable()
 	}
+	f.chat = out
 	if f.msgs == nil {
 		return out, nil
 	}

@@ -51,14 +51,7 @@ func TestEndBeforeLastEvent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := &ChatRequest{Route: tt.route, Model: "m", optStart: -1}
-			var pass PassReader
-			rd := req.Reader(testEndpoint(t, tt.format, Auth{}), &pass)
-			for i, ev := range tt.events {
-				if _, err := rd.Event(nil, []byte(ev), i > 0); err != nil {
-					t.Fatalf("event %d: %v", i, err)
-				}
-			}
+			rd := fedReader(t, tt.route, tt.format, tt.events)
 			if rd.Done() {
 				t.Fatal("Done before the stream's last event")
 			}
@@ -99,7 +92,8 @@ func TestPassChatDoneAfterCommit(t *testing.T) {
 
 // FuzzHasFinishReason: whatever the text of a chunk's content (quotes,
 // backslashes, the key's own name), the finish_reason test sees exactly the
-// chunk's own finish_reason, and any bytes at all end the scan.
+// chunk's own finish_reason, its value too when it needs no escape, and
+// any bytes at all end the scan.
 func FuzzHasFinishReason(f *testing.F) {
 	f.Add(`say "finish_reason": "stop"`, "stop", false)
 	f.Add(`\"finish_reason\":\"`, "", true)
@@ -112,9 +106,13 @@ func FuzzHasFinishReason(f *testing.F) {
 			r, _ = json.Marshal(reason)
 		}
 		ev := `data: {"choices":[{"index":0,"delta":{"content":` + string(c) + `},"finish_reason":` + string(r) + `}]}` + "\n\n"
-		if got := hasFinishReason([]byte(ev)); got != !null {
-			t.Fatalf("hasFinishReason(%s) = %v, want %v", ev, got, !null)
+		v, got := finishValue([]byte(ev), finishKey)
+		if got != !null {
+			t.Fatalf("finishValue(%s) found %v, want %v", ev, got, !null)
 		}
-		hasFinishReason([]byte(content)) // raw bytes: must not panic
+		if plain := string(r[1:len(r)-1]) == reason; got && plain && string(v) != reason {
+			t.Fatalf("finishValue(%s) = %q, want %q", ev, v, reason)
+		}
+		finishValue([]byte(content), finishKey) // raw bytes: must not panic
 	})
 }

@@ -50,6 +50,7 @@ type fromGemini struct {
 	usage   Usage
 	has     bool
 	chunks  []byte // t's chat chunks, before msgs translates them
+	chat    []byte // the chat body Body made, for FinishReasons
 	scratch []byte // joins an event's data lines when it has several
 }
 
@@ -177,6 +178,7 @@ func (f *fromGemini) Body(body []byte) ([]byte, error) {
 	} else if bytes.Contains(body, usageMetadataKey) {
 		f.unreadable()
 	}
+	f.chat = out
 	if f.msgs == nil {
 		return out, nil
 	}

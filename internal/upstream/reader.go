@@ -46,6 +46,12 @@ type Reader interface {
 	Whole() bool
 	Body(body []byte) ([]byte, error)
 	TailUsage(tail []byte) (Usage, bool)
+	// FinishReasons is why the answer ended, as OpenAI finish_reason
+	// values, one per choice; nil when it never said (a cut, a failure).
+	// head and tail are a non-stream body's first bytes and its last, as
+	// the attempt kept them. It allocates, so it is asked only for a
+	// traced attempt, at its end (finish.go).
+	FinishReasons(head, tail []byte) []string
 }
 
 // EventError is an error event of a stream (an OpenAI error object, an
@@ -97,8 +103,9 @@ type PassReader struct {
 	usage    Usage
 	has      bool
 	done     bool
-	finished bool   // chat: a chunk gave a finish_reason
-	scratch  []byte // joins an event's data lines when it has several
+	finished bool      // chat: a chunk gave a finish_reason
+	reason   rawReason // why the answer ended, as the provider said it (finish.go)
+	scratch  []byte    // joins an event's data lines when it has several
 }
 
 // maxDoneEvent bounds the events tested for [DONE]: "data: [DONE]\n\n" is
@@ -124,7 +131,7 @@ func (p *PassReader) Event(dst, ev []byte, committed bool) ([]byte, error) {
 		if len(ev) <= maxDoneEvent {
 			p.done = p.done || isDoneData(d)
 		} else if !p.finished {
-			p.finished = hasFinishReason(d)
+			p.finished = p.reason.set(finishValue(d, finishKey))
 		}
 		if p.hide {
 			return p.hideUsage(dst, ev, f), nil
@@ -144,7 +151,10 @@ func (p *PassReader) Event(dst, ev []byte, committed bool) ([]byte, error) {
 			// error event, and the stream ends failed: an Anthropic stream
 			// says it broke this way rather than by being cut.
 			return passError(d, ev, committed)
-		case "message_start", "message_delta":
+		case "message_delta":
+			p.reason.set(finishValue(d, stopKey))
+			p.messagesUsage(d)
+		case "message_start":
 			p.messagesUsage(d)
 		case "message_stop":
 			p.done = true
@@ -155,6 +165,7 @@ func (p *PassReader) Event(dst, ev []byte, committed bool) ([]byte, error) {
 			p.done = true
 			return passError(d, ev, committed)
 		case "response.completed", "response.incomplete":
+			p.responseReason(f.Name, d)
 			var v struct {
 				Response struct {
 					Usage *wideUsage `json:"usage"`
@@ -340,31 +351,6 @@ func (p *PassReader) End(dst []byte) ([]byte, error) {
 	return dst, endedEarly()
 }
 
-// hasFinishReason reports whether a chat chunk carries a finish_reason that
-// is a string (not null). The search starts at the key's rarer first
-// letter (a search from its quote costs four times as much: chunks are full
-// of quotes); the quotes around it rule out the key's name inside a string
-// value, where they would be escaped. The first real key decides: a chunk
-// has one choice, and the stream's last one says why it finished.
-func hasFinishReason(ev []byte) bool {
-	for {
-		i := bytes.Index(ev, finishKey)
-		if i < 0 {
-			return false
-		}
-		rest := ev[i+len(finishKey):]
-		if i > 0 && ev[i-1] == '"' && (i < 2 || ev[i-2] != '\\') {
-			if j := jsontext.SkipSpace(rest, 0); j < len(rest) && rest[j] == ':' {
-				j = jsontext.SkipSpace(rest, j+1)
-				return j < len(rest) && rest[j] == '"'
-			}
-		}
-		ev = rest
-	}
-}
-
-var finishKey = []byte(`finish_reason"`)
-
 // Usage implements Reader.
 func (p *PassReader) Usage() (Usage, bool) { return p.checked(p.usage, p.has) }
 
@@ -508,6 +494,7 @@ type fromAnthropic struct {
 	created int64
 	usage   Usage
 	has     bool
+	chat    []byte // the chat body Body made, for FinishReasons
 	scratch []byte // joins an event's data lines when it has several
 }
 
@@ -581,6 +568,7 @@ func (f *fromAnthropic) Body(body []byte) ([]byte, error) {
 	} else if hasUsageObject(body) {
 		f.unreadable()
 	}
+	f.chat = out
 	return out, nil
 }
 
@@ -593,6 +581,7 @@ type toAnthropic struct {
 	model   string
 	usage   Usage
 	has     bool
+	chat    []byte // the provider's chat body, for FinishReasons
 	scratch []byte // joins an event's data lines when it has several
 }
 
@@ -653,7 +642,7 @@ func (a *toAnthropic) Body(body []byte) ([]byte, error) {
 		}
 		return nil, &ProtocolError{Err: err}
 	}
-	a.usage = chatUsageOf(u)
+	a.usage, a.chat = chatUsageOf(u), body
 	// Any count at all is a usage, a negative one too, which the check
 	// then refuses rather than taking it for none.
 	a.has = u.Total != 0 || u.Prompt != 0 || u.Completion != 0 || u.Cached != 0 || u.Reasoning != 0

@@ -116,7 +116,7 @@ export class RequestView {
     this.sig = sig;
     this.renderSummary(tl.request, tl.trace_url);
     const t0 = ms(tl.request.created_at);
-    swapIfChanged(this.chart, sig, () => timeline(tl));
+    swapIfChanged(this.chart, sig, () => (tl.request.cache === 'hit' ? cacheHitNote(tl.request) : timeline(tl)));
     reconcile(this.tbody, tl.candidates, (c) => `${c.candidate_index}.${c.retry_index}`,
       () => {
         const tr = h('tr');
@@ -166,6 +166,7 @@ export class RequestView {
       ['Tokens (prompt / completion / total)', `${fmtNum(r.prompt_tokens)} / ${fmtNum(r.completion_tokens)} / ${fmtNum(r.total_tokens)}`],
       ['Tokens (cached / cache write / reasoning)', `${fmtNum(r.cached_tokens)} / ${fmtNum(r.cache_write_tokens)} / ${fmtNum(r.reasoning_tokens)}`],
       ['Cost', h('span', { id: 'request-cost', text: r.cost_usd === null || r.cost_usd === undefined ? 'unknown' : fmtUSD(r.cost_usd, r.usage_estimated) })],
+      ['Cache', cacheText(r)],
       ['Team', r.team || '–'],
       ['Client request id', r.client_request_id || '–'],
       ['Trace', trace],
@@ -182,6 +183,25 @@ export class RequestView {
       ? 'No such request on record (yet): records are written shortly after a request ends.'
       : `Could not load the request: ${err.message}`);
   }
+}
+
+// cacheText is what the route's response cache did with the request.
+function cacheText(r) {
+  switch (r.cache) {
+    case 'hit': return `hit: served from the cache, saved ${fmtUSD(r.saved_usd)}`;
+    case 'miss': return 'miss: not in the cache, answered by a provider';
+    case 'bypass': return 'bypass: not looked up';
+    default: return '–';
+  }
+}
+
+// cacheHitNote stands in for the timeline of a request answered from the
+// response cache: no candidate was planned or tried.
+function cacheHitNote(r) {
+  return h('p', { id: 'cache-hit-note', class: 'cache-hit' },
+    h('strong', { text: 'Served from the response cache' }),
+    ` in ${fmtMs(r.latency_ms)}: no gate was taken and no candidate tried. It cost nothing; its answer cost ` +
+    `${fmtUSD(r.saved_usd)} when it was stored.`);
 }
 
 function hatchDefs(id) {

@@ -170,10 +170,14 @@ function updateRow(tr, r) {
   setText(c[8], fmtMs(r.latency_ms));
   setText(c[9], fmtMs(r.first_byte_ms));
   setText(c[10], fmtNum(r.candidate_count));
-  setText(c[11], (r.providers || []).join(' → ') || '–');
+  // A cache hit reached no provider: it says so, and what it saved, where
+  // the providers go (a column that wraps); its cost is 0.
+  setText(c[11], r.cache === 'hit' ? `cache hit, saved ${fmtUSD(r.saved_usd)}`
+    : (r.providers || []).join(' → ') || '–');
   setText(c[12], fmtNum(r.total_tokens));
   // Null: unknown (an unpriced model, or no usage), not free.
   setText(c[13], fmtUSD(r.cost_usd, r.usage_estimated));
   setText(c[14], r.replica || '–');
   setAttr(tr, 'data-status', r.status);
+  setAttr(tr, 'data-cache', r.cache || '');
 }

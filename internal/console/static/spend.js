@@ -74,11 +74,12 @@ export class SpendView {
     this.chart = h('div', { id: 'spend-chart' });
     this.costTable = table('Cost per group over the window, costliest first', [
       ['Group'], ['Requests', 'num'], ['Input tokens', 'num'], ['Output tokens', 'num'], ['Cached tokens', 'num'],
-      ['Cost', 'num'], ['Share', 'num'], ['Unpriced', 'num'],
+      ['Cost', 'num'], ['Share', 'num'], ['Unpriced', 'num'], ['Cache hits', 'num'], ['Saved by the cache', 'num'],
     ]);
     this.costTable.wrap.firstChild.id = 'spend-table';
     this.cost.body.append(this.chart, this.costTable.wrap,
-      h('p', { class: 'section-note', text: 'Unpriced: requests with usage but no price for their model; their cost is unknown and not in the sums.' }));
+      h('p', { class: 'section-note', text: 'Unpriced: requests with usage but no price for their model; their cost is unknown and not in the sums.' }),
+      h('p', { class: 'section-note', text: 'Cache hits: requests answered from the response cache, at no cost (counted in the requests); saved: what their answers cost when they were stored. A hit reaches no provider.' }));
 
     this.budgets = section('budgets', 'Budgets');
     this.budgetTable = table('Every configured budget and what is left of its current window', [
@@ -132,30 +133,33 @@ export class SpendView {
     const total = groups.reduce((a, g) => a + g.cost_usd, 0);
     const requests = groups.reduce((a, g) => a + g.requests, 0);
     const unpriced = groups.reduce((a, g) => a + g.unpriced, 0);
+    const hits = groups.reduce((a, g) => a + (g.cache_hits || 0), 0);
+    const saved = groups.reduce((a, g) => a + (g.saved_usd || 0), 0);
     const win = WINDOWS.find(([k]) => k === d.window);
     const byLabel = GROUPS.find(([k]) => k === d.by)[1].toLowerCase();
     setText(this.cost.el.querySelector('h2'), `Cost by ${byLabel}, ${win[1]}`);
     setText(this.cost.note, `${fmtUSD(total)} over ${fmtNum(requests)} request${requests === 1 ? '' : 's'}` +
-      `${unpriced ? ` · ${fmtNum(unpriced)} unpriced` : ''} · since ${fmtTime(d.since)}, ${bucketLabel(d.bucket)} buckets`);
+      `${unpriced ? ` · ${fmtNum(unpriced)} unpriced` : ''}` +
+      `${hits ? ` · ${fmtNum(hits)} cache hit${hits === 1 ? '' : 's'} saved ${fmtUSD(saved)}` : ''} · since ${fmtTime(d.since)}, ${bucketLabel(d.bucket)} buckets`);
     setAttr(this.cost.el, 'data-total', String(total));
     // Groups come costliest first: the colour follows the rank.
     const colour = new Map(groups.map((g, i) => [g.group, Math.min(i, COLOURS - 1)]));
     swapIfChanged(this.chart, JSON.stringify(d), () => spendChart(d, win[2], colour, groups, total));
     if (groups.length === 0) {
-      this.costTable.tbody.replaceChildren(h('tr', { 'data-key': '' }, h('td', { colspan: 8, class: 'muted', text: 'No requests in this window.' })));
+      this.costTable.tbody.replaceChildren(h('tr', { 'data-key': '' }, h('td', { colspan: 10, class: 'muted', text: 'No requests in this window.' })));
       return;
     }
     reconcile(this.costTable.tbody, groups, (g) => `${d.by}/${g.group}`,
       () => h('tr'),
       (tr, g) => {
-        const c = cells(tr, 8);
+        const c = cells(tr, 10);
         const i = colour.get(g.group);
         if (c[0].dataset.colour !== String(i) || c[0].dataset.label !== groupLabel(d.by, g.group)) {
           c[0].replaceChildren(swatch(i), ` ${groupLabel(d.by, g.group)}`);
           c[0].dataset.colour = String(i);
           c[0].dataset.label = groupLabel(d.by, g.group);
         }
-        for (let k = 1; k < 8; k++) c[k].className = 'num';
+        for (let k = 1; k < 10; k++) c[k].className = 'num';
         setText(c[1], fmtNum(g.requests));
         setText(c[2], fmtNum(g.input_tokens));
         setText(c[3], fmtNum(g.output_tokens));
@@ -163,6 +167,8 @@ export class SpendView {
         setText(c[5], fmtUSD(g.cost_usd));
         setText(c[6], total > 0 ? fmtPct(g.cost_usd / total) : '–');
         setText(c[7], fmtNum(g.unpriced));
+        setText(c[8], fmtNum(g.cache_hits || 0));
+        setText(c[9], fmtUSD(g.saved_usd || 0));
         setAttr(tr, 'data-group', g.group);
       });
   }

@@ -49,10 +49,10 @@ func BodyUsage(body []byte) (Usage, bool) {
 	return v.Usage.openAI(), true
 }
 
-// finishReason maps a stop_reason. pause_turn (a server tool paused a long
-// turn) ends this answer normally; refusal is the classifier stopping the
-// model, which OpenAI calls content_filter.
-func finishReason(stopReason string) string {
+// FinishReason maps a stop_reason to OpenAI's finish_reason. pause_turn (a
+// server tool paused a long turn) ends this answer normally; refusal is the
+// classifier stopping the model, which OpenAI calls content_filter.
+func FinishReason(stopReason string) string {
 	switch stopReason {
 	case "max_tokens", "model_context_window_exceeded":
 		return "length"
@@ -162,7 +162,7 @@ func MessageToChat(body []byte, model string, created int64) ([]byte, error) {
 	}
 	out := chatCompletion{
 		ID: chatID(m.ID), Object: "chat.completion", Created: created, Model: model,
-		Choices: []chatChoice{{Message: reply, FinishReason: finishReason(m.StopReason)}},
+		Choices: []chatChoice{{Message: reply, FinishReason: FinishReason(m.StopReason)}},
 	}
 	if m.Usage != nil {
 		out.Usage = &chatUsage{Usage: m.Usage.openAI()}

@@ -74,8 +74,8 @@ func TestFinishReason(t *testing.T) {
 		"model_context_window_exceeded": "length", "tool_use": "tool_calls", "refusal": "content_filter",
 		"": "stop", "something_new": "stop",
 	} {
-		if got := finishReason(in); got != want {
-			t.Errorf("finishReason(%q) = %q, want %q", in, got, want)
+		if got := FinishReason(in); got != want {
+			t.Errorf("FinishReason(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

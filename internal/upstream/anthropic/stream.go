@@ -29,7 +29,8 @@ type StreamTranslator struct {
 	badUsage bool // a usage count was not a whole number within parseCount's reach
 	started  bool // message_start seen
 	roleSent bool
-	finished bool // a finish_reason chunk went out
+	finished bool   // a finish_reason chunk went out
+	reason   string // its finish_reason
 	done     bool
 }
 
@@ -42,6 +43,10 @@ func NewStreamTranslator(model string, created int64, includeUsage bool) *Stream
 
 // Done reports whether message_stop arrived and "data: [DONE]" went out.
 func (t *StreamTranslator) Done() bool { return t.done }
+
+// FinishReason is the finish_reason the stream's finish chunk gave (an
+// OpenAI value: stop, length, tool_calls, content_filter), "" before it.
+func (t *StreamTranslator) FinishReason() string { return t.reason }
 
 // Usage returns the usage seen so far: prompt tokens from message_start,
 // completion tokens from the latest message_delta (message_start's
@@ -378,11 +383,11 @@ func (t *StreamTranslator) messageDelta(dst []byte, e event) ([]byte, error) {
 	if !isString(stop) || t.finished {
 		return dst, nil // no stop reason yet, or already reported
 	}
-	return t.finish(dst, finishReason(unquote(stop))), nil
+	return t.finish(dst, FinishReason(unquote(stop))), nil
 }
 
 func (t *StreamTranslator) finish(dst []byte, reason string) []byte {
-	t.finished = true
+	t.finished, t.reason = true, reason
 	for n := range t.tools { // blocks whose content_block_stop never came
 		dst = t.emptyArguments(dst, n)
 	}

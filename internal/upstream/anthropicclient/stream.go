@@ -63,6 +63,16 @@ func (t *StreamTranslator) Done() bool { return t.done }
 // that ends before it was cut.
 func (t *StreamTranslator) Finished() bool { return t.finish != nil }
 
+// FinishReason is the provider's finish_reason, "" before one was given.
+// It allocates (the literal is kept as it came), so it is asked once, at
+// the attempt's end, and only for its trace.
+func (t *StreamTranslator) FinishReason() string {
+	if !isString(t.finish) {
+		return ""
+	}
+	return unquote(t.finish)
+}
+
 // Usage returns the usage the provider reported, if it reported any.
 func (t *StreamTranslator) Usage() (Usage, bool) { return t.usage, t.haveUsage }
 

@@ -37,9 +37,10 @@ type StreamTranslator struct {
 	usage    Usage
 	hasUsage bool
 	roleSent bool
-	stopped  bool // messageStop was read
-	finished bool // the finish chunk went out
-	done     bool // [DONE] went out
+	stopped  bool   // messageStop was read
+	finished bool   // the finish chunk went out
+	reason   string // its finish_reason
+	done     bool   // [DONE] went out
 }
 
 // NewStreamTranslator starts a stream for a client that asked for model;
@@ -51,6 +52,10 @@ func NewStreamTranslator(model string, created int64, includeUsage bool) *Stream
 
 // Done reports whether [DONE] was written.
 func (t *StreamTranslator) Done() bool { return t.done }
+
+// FinishReason is the finish_reason the stream's finish chunk gave (an
+// OpenAI value: stop, length, tool_calls, content_filter), "" before it.
+func (t *StreamTranslator) FinishReason() string { return t.reason }
 
 // Usage returns the metadata event's usage; ok is false before one.
 func (t *StreamTranslator) Usage() (Usage, bool) { return t.usage, t.hasUsage }
@@ -182,7 +187,7 @@ func (t *StreamTranslator) Event(dst, name, data []byte) ([]byte, error) {
 			reason = "tool_calls"
 		}
 		dst = t.roleChunk(dst)
-		t.finished = true
+		t.finished, t.reason = true, reason
 		return t.write(dst, chunkDelta{}, &reason), nil
 	case "metadata":
 		if ev.Usage != nil {

@@ -35,9 +35,10 @@ type StreamTranslator struct {
 	usage     Usage
 	hasUsage  bool
 	roleSent  bool
-	finished  bool // a finish_reason chunk went out
-	done      bool // [DONE] went out
-	responses int  // events read
+	finished  bool   // a finish_reason chunk went out
+	reason    string // its finish_reason
+	done      bool   // [DONE] went out
+	responses int    // events read
 }
 
 // NewStreamTranslator starts a stream for a client that asked for model;
@@ -49,6 +50,10 @@ func NewStreamTranslator(model string, created int64, includeUsage bool) *Stream
 
 // Done reports whether End wrote "data: [DONE]".
 func (t *StreamTranslator) Done() bool { return t.done }
+
+// FinishReason is the finish_reason the stream's finish chunk gave (an
+// OpenAI value: stop, length, tool_calls, content_filter), "" before it.
+func (t *StreamTranslator) FinishReason() string { return t.reason }
 
 // Finished reports whether a chunk with a finishReason arrived, so that the
 // end of the body is the answer's end and not a cut.
@@ -155,7 +160,7 @@ func (t *StreamTranslator) Event(dst, _, data []byte) (out []byte, err error) {
 		out = t.roleChunk(out)
 		reason := finishReason(c.FinishReason, t.calls > 0)
 		out = t.write(out, chunkDelta{}, &reason)
-		t.finished = true
+		t.finished, t.reason = true, reason
 	}
 	return out, nil
 }
