@@ -176,6 +176,10 @@ func TestCacheStreamOpenAI(t *testing.T) {
 		again, n := streamChat(t, c, p, true)
 		seen.expect(t, "stream after stream", "hit", true)
 		sameChat(t, "stream after stream", again, live)
+		// The stream hit's row: a stream, served from the cache, no candidates.
+		if tl := g.cacheRowOf(t, seen.last().Get("X-Request-Id")); sp(tl.Request.Cache) != "hit" || !tl.Request.Stream || tl.Request.Status != "success" || len(tl.Candidates) != 0 {
+			t.Errorf("stream hit row: cache %s, stream %v, status %s, %d candidates", sp(tl.Request.Cache), tl.Request.Stream, tl.Request.Status, len(tl.Candidates))
+		}
 		if n != 1 || again.Usage.TotalTokens != hit.Usage.TotalTokens {
 			t.Errorf("stream hit: %d usage chunks, usage %+v; want 1, %+v", n, again.Usage, hit.Usage)
 		}
