@@ -32,6 +32,7 @@ targets=(
   "./internal/upstream/anthropicclient FuzzStreamTranslator"
   "./internal/upstream/anthropicclient FuzzMessagesToChat"
   "./internal/upstream/responsesclient FuzzStreamTranslator"
+  "./internal/cache FuzzAssemble"
   "./internal/jsontext FuzzAppendString"
   "./internal/jsontext FuzzValid"
   "./internal/report FuzzCleanMessage"

@@ -58,6 +58,8 @@ func (s *Server) cacheStore() CacheStore {
 // bypass): what is needed to store its answer.
 type cacheState struct {
 	key     cache.Key
+	route   upstream.Route
+	stream  bool // stored from the stream the client is sent, assembled
 	store   bool
 	ttl     time.Duration
 	max     int64
@@ -68,18 +70,21 @@ type cacheState struct {
 // cacheLookup runs on a cached route after the rate count and before the
 // budget reservation: a hit counts toward requests_per_minute and nothing
 // else. It serves a hit itself (served true). Otherwise it returns the
-// state to store the answer with, nil when nothing will be stored.
-//
-// Stream requests are bypassed for now: a stream answer is not yet
-// assembled into the stored form, nor a stored answer served as a stream.
+// state to store the answer with, nil when nothing will be stored. A
+// stream request and a non-stream one share an entry: a stream answer is
+// assembled into the non-stream form, which a stream request is served as
+// a stream.
 func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream.ChatRequest, body []byte, req *candidates.Request) (*cacheState, bool) {
 	w, r := rj.w, rj.r
 	who, team, costInUsage := req.Client, req.Team, req.CostInUsage
 	cacheControl := r.Header.Get("Cache-Control")
 	noStore, noCache := hasDirective(cacheControl, "no-store"), hasDirective(cacheControl, "no-cache")
-	if chat.Stream || noStore || costInUsage {
+	if noStore || costInUsage || rj.route == upstream.RouteResponses {
 		// costInUsage: that client's answers carry its own cost, which
-		// must not reach another client nor be served at cost 0.
+		// must not reach another client nor be served at cost 0. The
+		// Responses API is never cached: an answer may be stored by the
+		// provider and continued by id (previous_response_id), which a
+		// replayed copy could not be.
 		w.Header().Set(headerCache, "bypass")
 		return nil, false
 	}
@@ -104,19 +109,17 @@ func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream
 			ttl = d
 		}
 	}
-	cs := &cacheState{key: key, store: true, ttl: ttl, max: int64(cc.MaxEntryBytes)}
+	cs := &cacheState{key: key, route: rj.route, stream: chat.Stream, store: true, ttl: ttl, max: int64(cc.MaxEntryBytes)}
 	if noCache {
 		w.Header().Set(headerCache, "bypass")
 		return cs, false
 	}
-	if e, ok := s.cacheGet(r.Context(), key); ok {
-		s.serveHit(w, e)
+	if e, ok := s.cacheGet(r.Context(), key); ok && s.serveHit(w, e, rj.route, chat) {
 		s.recordHit(r.Context(), req, e)
 		return nil, true
 	}
 	lead, e, ok := s.cache.flights.Join(r.Context(), key)
-	if ok {
-		s.serveHit(w, e)
+	if ok && s.serveHit(w, e, rj.route, chat) {
 		s.recordHit(r.Context(), req, e)
 		return nil, true
 	}
@@ -140,25 +143,50 @@ func (s *Server) cacheGet(ctx context.Context, k cache.Key) (cache.Entry, bool) 
 	return e, ok
 }
 
-// serveHit writes a stored answer: no gate, no provider.
-func (s *Server) serveHit(w http.ResponseWriter, e cache.Entry) {
+// serveHit writes a stored answer: no gate, no provider. A stream request
+// gets it as the stream of its route's format (cache.Replay), with the
+// headers of a live stream (commitHeaders). false: the entry cannot be
+// written as that stream, which is then a miss; nothing was written.
+func (s *Server) serveHit(w http.ResponseWriter, e cache.Entry, route upstream.Route, chat *upstream.ChatRequest) bool {
+	body := e.Body
+	if chat.Stream {
+		sse, err := cache.Replay(route, e.Body, chat.IncludeUsage)
+		if err != nil {
+			return false
+		}
+		body = sse
+	}
 	s.boundWrites(w)
 	h := w.Header()
 	h.Set(headerCache, "hit")
 	age := max(time.Since(e.Stored), 0)
 	h.Set("Age", strconv.FormatInt(int64(age/time.Second), 10))
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(e.Body)))
+	if chat.Stream {
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+	} else {
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+	}
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(e.Body)
+	_, _ = w.Write(body)
+	if chat.Stream {
+		_ = http.NewResponseController(w).Flush()
+	}
+	return true
 }
 
-// wrap tees what the relay writes, up to the entry bound.
+// wrap tees what the relay writes, up to the entry bound: a body as it
+// is, a stream into the assembler of its stored form.
 func (cs *cacheState) wrap(w http.ResponseWriter) http.ResponseWriter {
 	if cs == nil || !cs.store {
 		return w
 	}
 	cs.capture = &captureWriter{ResponseWriter: w, max: cs.max}
+	if cs.stream {
+		cs.capture.asm = cache.NewAssembler(cs.route, cs.max)
+	}
 	return cs.capture
 }
 
@@ -169,11 +197,10 @@ func (s *Server) cacheFinish(ctx context.Context, cs *cacheState, out *candidate
 		return
 	}
 	var e cache.Entry
-	ok := cs.capture != nil && !cs.capture.over && cs.capture.code/100 == 2 &&
-		out.Status == report.RequestSuccess && len(cs.capture.buf) > 0
+	body, ok := cs.capture.stored(out)
 	if ok {
 		now := time.Now()
-		e = cache.Entry{Body: cs.capture.buf, Stored: now, Expires: now.Add(cs.ttl), CostUSD: out.Cost, HasCost: out.HasCost}
+		e = cache.Entry{Body: body, Stored: now, Expires: now.Add(cs.ttl), CostUSD: out.Cost, HasCost: out.HasCost}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 		if err := s.cacheStore().Set(sctx, cs.key, e); err != nil {
 			s.cacheStoreFailed(context.WithoutCancel(ctx), "set", err)
@@ -242,13 +269,37 @@ func equalFoldTrim(s, d string) bool {
 }
 
 // captureWriter keeps a copy of the body written through it, until it
-// passes max (over: not storable).
+// passes max (over: not storable); a stream's goes to its assembler.
 type captureWriter struct {
 	http.ResponseWriter
 	max  int64
 	buf  []byte
+	asm  *cache.Assembler // a stream's; nil for a body
 	code int
 	over bool
+}
+
+// stored is the answer to store for a request that ended with out: a
+// complete success, and for a stream one whose usage is the provider's
+// (not the gateway's estimate) and whose final event arrived. A chat
+// client that did not ask for the usage chunk was not sent it: the
+// usage the gateway read goes into the stored form.
+func (c *captureWriter) stored(out *candidates.Outcome) ([]byte, bool) {
+	if c == nil || c.code/100 != 2 || out.Status != report.RequestSuccess {
+		return nil, false
+	}
+	if c.asm == nil {
+		return c.buf, !c.over && len(c.buf) > 0
+	}
+	if out.UsageEstimated {
+		return nil, false
+	}
+	var usage []byte
+	if out.HasUsage {
+		usage = cache.ChatUsage(out.Usage)
+	}
+	body, err := c.asm.Body(usage)
+	return body, err == nil
 }
 
 func (c *captureWriter) WriteHeader(code int) {
@@ -262,7 +313,9 @@ func (c *captureWriter) Write(b []byte) (int, error) {
 	if c.code == 0 {
 		c.code = http.StatusOK
 	}
-	if !c.over {
+	if c.asm != nil {
+		_, _ = c.asm.Write(b)
+	} else if !c.over {
 		if int64(len(c.buf)+len(b)) > c.max {
 			c.over, c.buf = true, nil
 		} else {

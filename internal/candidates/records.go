@@ -58,7 +58,8 @@ func (w *walk) finishRequest() {
 		rec.CachedTokens, rec.CacheWriteTokens, rec.ReasoningTokens = u.CachedTokens, u.CacheWriteTokens, u.ReasoningTokens
 	}
 	out.Cost, out.HasCost = w.spentUSD()
-	rec.HasCost, rec.CostUSD, rec.UsageEstimated = out.HasCost, out.Cost, w.usageEstimated()
+	out.UsageEstimated = w.usageEstimated()
+	rec.HasCost, rec.CostUSD, rec.UsageEstimated = out.HasCost, out.Cost, out.UsageEstimated
 	w.r.Record.RecordRequest(rec)
 	if w.cancel != nil {
 		w.cancel()

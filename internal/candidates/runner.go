@@ -132,7 +132,10 @@ type Outcome struct {
 	// when one of them is unpriced or its usage unknown.
 	Cost    float64
 	HasCost bool
-	Tried   int // attempts made (admission included), same-candidate retries too
+	// UsageEstimated: some attempt's usage is the gateway's estimate (a
+	// cut attempt, a stream without its usage), as the request row says.
+	UsageEstimated bool
+	Tried          int // attempts made (admission included), same-candidate retries too
 	// TraceID is the request's trace (32 hex digits), "" untraced.
 	TraceID string
 }
