@@ -242,7 +242,13 @@ models:
 // (http://127.0.0.1:port). The caller stops the process; on an error it is
 // already stopped.
 func (st *stack) startPhaseGateway(ctx context.Context, name string, env []string) (*proc, string, error) {
-	gw, err := startProc(name, st.tmp, filepath.Join(st.tmp, "gateway"), nil, env)
+	return st.startGatewayBin(ctx, name, filepath.Join(st.tmp, "gateway"), env)
+}
+
+// startGatewayBin is startPhaseGateway for the gateway binary bin (the
+// tracing phase also runs a build from before tracing).
+func (st *stack) startGatewayBin(ctx context.Context, name, bin string, env []string) (*proc, string, error) {
+	gw, err := startProc(name, st.tmp, bin, nil, env)
 	if err != nil {
 		return nil, "", err
 	}

@@ -176,19 +176,7 @@ func (b *bencher) runTracing(ctx context.Context, res *traceResult) error {
 // reads as well.
 func (b *bencher) traceRoutes() (string, error) {
 	routes := filepath.Join(b.st.tmp, "config", "tracing-routes.yaml") // away from the logs, as stack.go explains
-	yaml := fmt.Sprintf(`providers:
-  - name: mock
-    format: openai
-    base_url: %s/v1
-    api_keys: ["${BENCH_UPSTREAM_KEY}"]
-    max_concurrency: 4096
-    timeouts: { connect: 2s, first_byte: 10s, total: 60s }
-models:
-  - name: %s
-    candidates:
-      - { provider: mock, model: %s }
-`, b.st.mockURL, benchModel, benchModel)
-	if err := os.WriteFile(routes, []byte(yaml), 0o600); err != nil {
+	if err := os.WriteFile(routes, []byte(phaseRoutes(b.st.mockURL, "")), 0o600); err != nil {
 		return "", err
 	}
 	return routes, nil
@@ -196,7 +184,7 @@ models:
 
 // startTraceGateway starts gateway number i of the phase from bin with
 // the phase's routes and the tracing variables otel, and waits until it
-// is ready; the caller stops the process, returned even on a failure.
+// is ready; the caller stops the process (nil on a failure: already stopped).
 func (b *bencher) startTraceGateway(ctx context.Context, i int, bin, routes string, otel ...string) (*proc, string, error) {
 	env := slices.Concat(cleanEnv(), []string{
 		"GATEWAY_LISTEN_ADDR=" + loopbackAny,
@@ -206,16 +194,7 @@ func (b *bencher) startTraceGateway(ctx context.Context, i int, bin, routes stri
 		"GATEWAY_SHUTDOWN_GRACE=2s",
 		"BENCH_UPSTREAM_KEY=sk-upstream-" + randomHex(8),
 	}, otel)
-	gw, err := startProc(fmt.Sprintf("gateway-tracing-%d", i), b.st.tmp, bin, nil, env)
-	if err != nil {
-		return nil, "", err
-	}
-	addr, err := boundAddr(ctx, gw, gatewayListening, 30*time.Second)
-	if err != nil {
-		return gw, "", err
-	}
-	base := "http://" + addr
-	return gw, base, waitReady(ctx, gw, base+"/readyz", 30*time.Second)
+	return b.st.startGatewayBin(ctx, fmt.Sprintf("gateway-tracing-%d", i), bin, env)
 }
 
 func (r *traceResult) measured() bool { return r.err == "" && len(r.rounds) > 0 }
