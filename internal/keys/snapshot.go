@@ -88,17 +88,24 @@ func encodeSnapshot(w io.Writer, s *Set) error {
 	}
 	_ = bw.WriteByte('[')
 	enc := json.NewEncoder(bw)
-	for i, k := range s.Keys() {
+	var encErr error
+	i := 0
+	s.Each(func(k *Key) {
+		if encErr != nil {
+			return
+		}
 		if i > 0 {
 			_ = bw.WriteByte(',')
 		}
+		i++
 		sk := snapKey{Key: *k, SHA256: hex.EncodeToString(k.Digest[:])}
 		if k.HasPrevious {
 			sk.PreviousSHA256 = hex.EncodeToString(k.Previous[:])
 		}
-		if err := enc.Encode(sk); err != nil {
-			return err
-		}
+		encErr = enc.Encode(sk)
+	})
+	if encErr != nil {
+		return encErr
 	}
 	_, _ = bw.WriteString("]}")
 	return bw.Flush()
