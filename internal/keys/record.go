@@ -13,11 +13,9 @@ import (
 // the set's string arena, the team, priority, budget window and model list
 // indices into its tables, the times Unix nanoseconds (0: none). A slice
 // of recs is therefore one allocation the collector never scans, however
-// many keys it holds (docs/keys.md, "Memory and load time").
+// many keys it holds (docs/keys.md, "Memory and load time"). The digests
+// are not in it: they are the keys of the set's map already (digests).
 type rec struct {
-	digest   [sha256.Size]byte
-	previous [sha256.Size]byte
-
 	expires, revoked, previousExpires int64 // Unix ns; 0: none
 
 	budgetUSD float64
@@ -123,7 +121,7 @@ func timeOf(ns int64) *time.Time {
 
 // record turns k into a rec, its strings into the arena and tables.
 func record(k *Key, a *arena, t *tables) rec {
-	r := rec{digest: k.Digest, previous: k.Previous, hasPrevious: k.HasPrevious,
+	r := rec{hasPrevious: k.HasPrevious,
 		expires: nanos(k.ExpiresAt), revoked: nanos(k.RevokedAt), previousExpires: nanos(k.PreviousExpiresAt),
 		team: t.str(k.Team), priority: t.str(k.Priority), models: t.list(k.Models),
 		maxConcurrency: clamp32(k.MaxConcurrency), requestsPerMinute: clamp32(k.RequestsPerMinute),
@@ -140,17 +138,36 @@ func record(k *Key, a *arena, t *tables) rec {
 // always fits; one built in a test is kept in range rather than wrapped.
 func clamp32(v int) int32 { return int32(max(min(v, math.MaxInt32), math.MinInt32)) }
 
-// keyOf is the slim Key of r (no hint, metadata or timestamps); its
-// strings and model list are the set's, shared.
-func (s *Set) keyOf(r *rec) Key {
+// keyOf is the slim Key of r (no hint, metadata or timestamps) with the
+// digests d; its strings and model list are the set's, shared.
+func (s *Set) keyOf(r *rec, d digestPair) Key {
 	k := Key{ID: s.arena.at(r.idOff, r.idLen), Name: s.arena.at(r.nameOff, r.nameLen),
 		Team: s.tab.strs[r.team], Priority: s.tab.strs[r.priority], Models: s.tab.models[r.models],
 		MaxConcurrency: int(r.maxConcurrency), RequestsPerMinute: int(r.requestsPerMinute),
 		TokensPerMinute: int(r.tokensPerMinute), CostInUsage: r.costInUsage,
 		ExpiresAt: timeOf(r.expires), RevokedAt: timeOf(r.revoked), PreviousExpiresAt: timeOf(r.previousExpires),
-		Digest: r.digest, Previous: r.previous, HasPrevious: r.hasPrevious}
+		Digest: d.cur, Previous: d.prev, HasPrevious: r.hasPrevious}
 	if r.hasBudget {
 		k.Budget = &Budget{USD: r.budgetUSD, Per: s.tab.strs[r.per]}
 	}
 	return k
+}
+
+// digestPair is a key's digests: its current secret's and its previous
+// one's (zero when it has none).
+type digestPair struct{ cur, prev [sha256.Size]byte }
+
+// digests are every key's digests, by index: the map's keys turned
+// around, for the rare paths that need them (Each, Get, a change, the
+// snapshot), so that the records need not hold 64 bytes each for them.
+func (s *Set) digests() []digestPair {
+	out := make([]digestPair, len(s.recs))
+	for d, e := range s.byDigest {
+		if e.previous {
+			out[e.i].prev = d
+		} else {
+			out[e.i].cur = d
+		}
+	}
+	return out
 }

@@ -126,7 +126,8 @@ func (s *Set) view(i uint32) any {
 	if p := s.views[i].Load(); p != nil {
 		return p.v
 	}
-	k := s.keyOf(&s.recs[i])
+	// Compile reads no digest: the map knows them, this key's record not.
+	k := s.keyOf(&s.recs[i], digestPair{})
 	// A view outlives its set when a change carries it into the next one;
 	// its own copies keep it from holding this set's whole arena.
 	k.ID, k.Name = strings.Clone(k.ID), strings.Clone(k.Name)
@@ -151,9 +152,10 @@ func (s *Set) Each(fn func(k *Key)) {
 	if s == nil {
 		return
 	}
+	ds := s.digests()
 	var k Key
 	for i := range s.recs {
-		k = s.keyOf(&s.recs[i])
+		k = s.keyOf(&s.recs[i], ds[i])
 		fn(&k)
 	}
 }
@@ -167,7 +169,15 @@ func (s *Set) Get(id string) *Key {
 	for i := range s.recs {
 		r := &s.recs[i]
 		if s.arena.at(r.idOff, r.idLen) == id {
-			k := s.keyOf(r)
+			var d digestPair
+			for dg, e := range s.byDigest {
+				if e.i == uint32(i) && e.previous {
+					d.prev = dg
+				} else if e.i == uint32(i) {
+					d.cur = dg
+				}
+			}
+			k := s.keyOf(r, d)
 			return &k
 		}
 	}
@@ -194,17 +204,19 @@ func newSetBuilder(n int, compile Compile) *setBuilder {
 }
 
 // add puts k in the set; the builder keeps none of k itself.
-func (b *setBuilder) add(k *Key) { b.put(record(k, &b.s.arena, b.s.tab), nil) }
+func (b *setBuilder) add(k *Key) {
+	b.put(record(k, &b.s.arena, b.s.tab), digestPair{cur: k.Digest, prev: k.Previous}, nil)
+}
 
 // put appends r, whose strings are in the builder's arena and tables
 // already, with its view (nil: none yet).
-func (b *setBuilder) put(r rec, v *view) {
+func (b *setBuilder) put(r rec, d digestPair, v *view) {
 	s := b.s
 	i := uint32(len(s.recs))
 	s.recs = append(s.recs, r)
-	s.byDigest[r.digest] = slot{i: i}
+	s.byDigest[d.cur] = slot{i: i}
 	if r.hasPrevious {
-		s.byDigest[r.previous] = slot{i: i, previous: true}
+		s.byDigest[d.prev] = slot{i: i, previous: true}
 	}
 	b.viewsTo(len(s.recs))
 	if v != nil {
@@ -242,6 +254,7 @@ func (s *Set) with(id string, k *Key) *Set {
 		recs: make([]rec, 0, len(s.recs)+1), arena: arena{b: make([]byte, 0, len(s.arena.s)+64)},
 		tab: s.tab.clone(), compile: s.compile}}
 	b.s.views = make([]atomic.Pointer[view], 0, len(s.recs)+1)
+	ds := s.digests()
 	for i := range s.recs {
 		r := s.recs[i]
 		if s.arena.at(r.idOff, r.idLen) == id {
@@ -249,7 +262,7 @@ func (s *Set) with(id string, k *Key) *Set {
 		}
 		r.idOff, r.idLen = b.s.arena.add(s.arena.at(r.idOff, r.idLen))
 		r.nameOff, r.nameLen = b.s.arena.add(s.arena.at(r.nameOff, r.nameLen))
-		b.put(r, s.views[i].Load())
+		b.put(r, ds[i], s.views[i].Load())
 	}
 	if k != nil {
 		b.add(k)
@@ -294,9 +307,11 @@ func (c *Cache) replace(list []Key) *Set {
 	return s
 }
 
-// load stores a whole new set read from q.
-func (c *Cache) load(ctx context.Context, q querier) error {
-	s, err := loadSet(ctx, q, c.cur.Load().Len(), c.compile)
+// load stores a whole new set read from q; n is the number of keys
+// expected (a count read just before), so the set is allocated once at
+// its size rather than grown by doubling (whose slack outlived the load).
+func (c *Cache) load(ctx context.Context, q querier, n int) error {
+	s, err := loadSet(ctx, q, n, c.compile)
 	if err != nil {
 		return err
 	}

@@ -93,12 +93,13 @@ func encodeSnapshot(w io.Writer, s *Set) error {
 	}
 	_ = bw.WriteByte('[')
 	var b []byte
+	ds := s.digests()
 	for i := range s.Len() {
 		b = b[:0]
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = s.appendSnapKey(b, &s.recs[i])
+		b = s.appendSnapKey(b, &s.recs[i], ds[i])
 		if _, err := bw.Write(b); err != nil {
 			return err
 		}
@@ -108,7 +109,7 @@ func encodeSnapshot(w io.Writer, s *Set) error {
 }
 
 // appendSnapKey appends r as a snapKey's JSON.
-func (s *Set) appendSnapKey(b []byte, r *rec) []byte {
+func (s *Set) appendSnapKey(b []byte, r *rec, d digestPair) []byte {
 	b = append(b, `{"id":`...)
 	b = appendJSONString(b, s.arena.at(r.idOff, r.idLen))
 	b = append(b, `,"name":`...)
@@ -146,10 +147,10 @@ func (s *Set) appendSnapKey(b []byte, r *rec) []byte {
 	b = appendJSONTime(append(b, `,"revoked_at":`...), r.revoked)
 	b = appendJSONTime(append(b, `,"previous_expires_at":`...), r.previousExpires)
 	b = append(b, `,"key_sha256":"`...)
-	b = hex.AppendEncode(b, r.digest[:])
+	b = hex.AppendEncode(b, d.cur[:])
 	if r.hasPrevious {
 		b = append(b, `","previous_key_sha256":"`...)
-		b = hex.AppendEncode(b, r.previous[:])
+		b = hex.AppendEncode(b, d.prev[:])
 	}
 	return append(b, `"}`...)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -188,19 +189,19 @@ func loadSet(ctx context.Context, q querier, n int, compile Compile) (*Set, erro
 // removes one; freezing keeps xmin. It reads no column, so 100,000 rows
 // cost Postgres tens of milliseconds, where a full reload costs it and
 // the gateway far more (docs/keys.md, "Memory and load time").
-func tableMark(ctx context.Context, q querier) (string, error) {
-	rows, err := q.Query(ctx, "SELECT count(*)::text || ':' || coalesce(sum(xmin::text::bigint), 0)::text FROM api_keys")
+func tableMark(ctx context.Context, q querier) (mark string, count int, err error) {
+	rows, err := q.Query(ctx, "SELECT count(*), coalesce(sum(xmin::text::bigint), 0)::text FROM api_keys")
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer rows.Close()
-	var mark string
+	var sum string
 	for rows.Next() {
-		if err := rows.Scan(&mark); err != nil {
-			return "", err
+		if err := rows.Scan(&count, &sum); err != nil {
+			return "", 0, err
 		}
 	}
-	return mark, rows.Err()
+	return strconv.Itoa(count) + ":" + sum, count, rows.Err()
 }
 
 // loadOne reads one key; ErrNotFound when it does not exist.

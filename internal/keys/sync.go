@@ -256,14 +256,14 @@ func (s *Syncer) loadAll(ctx context.Context, conn *pgx.Conn) error {
 	// The mark is read before the rows: a change between the two is in
 	// the set, and makes the next mark differ (a reload too many, never
 	// one too few).
-	mark, err := tableMark(lctx, conn)
+	mark, n, err := tableMark(lctx, conn)
 	if err != nil {
 		return fmt.Errorf("load keys: %w", err)
 	}
 	if mark == s.mark {
 		return nil
 	}
-	if err := s.cache.load(lctx, conn); err != nil {
+	if err := s.cache.load(lctx, conn, n+n/64); err != nil { // room for a few written meanwhile
 		return fmt.Errorf("load keys: %w", err)
 	}
 	s.mark = mark
