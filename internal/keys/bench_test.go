@@ -71,3 +71,19 @@ func BenchmarkLoad100k(b *testing.B) {
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/key")
 	runtime.KeepAlive(s)
 }
+
+// BenchmarkChange100k is one key's change reaching a set of 100,000 keys
+// (a notification): the set is copied with the key replaced, the other
+// keys' views carried over.
+func BenchmarkChange100k(b *testing.B) {
+	list := benchKeys(100_000)
+	s := NewSet(list, func(k *Key) any { return k.Name })
+	k := list[4242]
+	k.Team = "moved"
+	b.ReportAllocs()
+	for b.Loop() {
+		if s.with(k.ID, &k).Len() != len(list) {
+			b.Fatal("lost a key")
+		}
+	}
+}
