@@ -87,3 +87,28 @@ func BenchmarkChange100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkGCWith100k is a full collection with a set of 100,000 keys
+// live, one in ten with its view compiled: what the keys add to every
+// collection of the gateway (docs/keys.md). The records, the map and the
+// arena hold no pointer, so the collector does not scan them.
+func BenchmarkGCWith100k(b *testing.B) {
+	type view struct {
+		limits [4]int
+		team   string
+		owners []string
+	}
+	s := NewSet(benchKeys(100_000), func(k *Key) any { return &view{team: k.Team, owners: []string{k.Name, k.Team}} })
+	now := time.Now()
+	for i := 0; i < 100_000; i += 10 {
+		d := Digest(fmt.Sprintf("secret-%d", i))
+		if s.Lookup(&d, now).View == nil {
+			b.Fatal("no view")
+		}
+	}
+	runtime.GC()
+	for b.Loop() {
+		runtime.GC()
+	}
+	runtime.KeepAlive(s)
+}
