@@ -25,8 +25,8 @@ type KeySync interface {
 
 // keyClient is an API key as the request path uses it: the same model as
 // a routes-file client (name, team, priority, limits, budget,
-// cost_in_usage) plus the key's model allowlist. Built once per load of
-// the keys (CompileKey), so a request's lookup allocates nothing.
+// cost_in_usage) plus the key's model allowlist. Built at the key's first
+// request in each loaded set (CompileKey), so later lookups allocate nothing.
 type keyClient struct {
 	ceiling admission.Priority
 	limits  clientLimits
@@ -92,7 +92,7 @@ func (s *Server) authenticate(rt *Routing, h http.Header) (c caller, ok bool, ms
 	switch m.Status {
 	case keys.Valid:
 		kc := m.View.(*keyClient)
-		return caller{name: m.Key.Name, ceiling: kc.ceiling, limits: kc.limits, models: m.Key.Models}, true, ""
+		return caller{name: m.Name(), ceiling: kc.ceiling, limits: kc.limits, models: m.Models()}, true, ""
 	case keys.Revoked:
 		return c, false, msgRevokedKey
 	case keys.Expired:

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -243,12 +244,13 @@ func firstLine(err error) string {
 	return msg
 }
 
-// sortStatus orders a snapshot by owner, then window.
+// sortStatus orders a snapshot by owner (its label: kind, then name, the
+// kinds "client" and "team" being no prefix of each other), then window.
+// It builds no label: with 10,000 budgets (as many keys with one) the
+// labels built per comparison were a third of a /metrics scrape's CPU.
 func sortStatus(s []Status) {
 	slices.SortFunc(s, func(a, b Status) int {
-		if c := strings.Compare(a.Owner.Label(), b.Owner.Label()); c != 0 {
-			return c
-		}
-		return strings.Compare(string(a.Per), string(b.Per))
+		return cmp.Or(strings.Compare(a.Owner.Kind, b.Owner.Kind), strings.Compare(a.Owner.Name, b.Owner.Name),
+			strings.Compare(string(a.Per), string(b.Per)))
 	})
 }

@@ -2,6 +2,7 @@ package keys
 
 import (
 	"encoding/base64"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -88,22 +89,81 @@ func TestSetLookupStates(t *testing.T) {
 		if m.Status != want {
 			t.Errorf("%s: %v, want %v", secret, m.Status, want)
 		}
-		if want == Valid && (m.Key == nil || m.View != m.Key.ID) {
+		if want == Valid && (m.ID() == "" || m.Name() != m.ID() || m.View != m.ID()) {
 			t.Errorf("%s: match %+v without its key and view", secret, m)
 		}
-		if want != Valid && m.Key != nil {
+		if want != Valid && (m.ID() != "" || m.View != nil || m.Models() != nil) {
 			t.Errorf("%s: a refused match carries its key", secret)
 		}
 	}
 	// with replaces one key and leaves s as it was.
 	r2 := revoked
 	r2.RevokedAt = nil
-	s2 := s.with("revoked", &r2, nil)
+	s2 := s.with("revoked", &r2)
 	d := Digest("s-revoked")
 	if s.Lookup(&d, now).Status != Revoked || s2.Lookup(&d, now).Status != Valid {
 		t.Fatal("with changed the old set or did not change the new one")
 	}
 	if s2.Len() != s.Len() {
 		t.Fatalf("len %d, want %d", s2.Len(), s.Len())
+	}
+}
+
+// A view is compiled at a key's first request, once per set; a changed
+// key gets a fresh view, the others keep theirs across the change.
+func TestSetViewsCompiledAtFirstUse(t *testing.T) {
+	now := time.Now()
+	compiled := map[string]int{}
+	compile := func(k *Key) any {
+		compiled[k.ID]++
+		return k.ID + "/" + k.Team
+	}
+	a := Key{ID: "a", Name: "a", Team: "red", Digest: Digest("s-a")}
+	b := Key{ID: "b", Name: "b", Team: "red", Digest: Digest("s-b")}
+	s := NewSet([]Key{a, b}, compile)
+	if len(compiled) != 0 {
+		t.Fatalf("views compiled at load: %v", compiled)
+	}
+	da, db := Digest("s-a"), Digest("s-b")
+	for range 3 {
+		if v := s.Lookup(&da, now).View; v != "a/red" {
+			t.Fatalf("view %v", v)
+		}
+	}
+	if compiled["a"] != 1 || compiled["b"] != 0 {
+		t.Fatalf("compiled %v, want a once", compiled)
+	}
+	b.Team = "blue"
+	s2 := s.with("b", &b)
+	if v := s2.Lookup(&da, now).View; v != "a/red" || compiled["a"] != 1 {
+		t.Fatalf("a's view %v after another key's change, compiled %v", v, compiled)
+	}
+	if v := s2.Lookup(&db, now).View; v != "b/blue" {
+		t.Fatalf("the changed key's view %v, want its new team", v)
+	}
+	if v := s.Lookup(&db, now).View; v != "b/red" {
+		t.Fatalf("the old set's view %v, want the old team", v)
+	}
+}
+
+// What a set keeps of a key is the key, slim: every field the request
+// path, the budgets and the snapshot read comes back as it went in.
+func TestSetKeepsSlimRecord(t *testing.T) {
+	exp := time.Date(2027, 1, 2, 3, 4, 5, 6, time.UTC)
+	rev, prevExp := exp.Add(time.Hour), exp.Add(-time.Hour)
+	in := Key{ID: "0190c0de-0000-7000-8000-000000000001", Name: "search-web", Team: "search", Hint: "sk-gw-x…y",
+		Models: []string{"gpt-4o*", "claude-*"}, Priority: "batch", MaxConcurrency: 3, RequestsPerMinute: 600,
+		TokensPerMinute: 9000, Budget: &Budget{USD: 20.5, Per: "day"}, CostInUsage: true, ExpiresAt: &exp,
+		RevokedAt: &rev, PreviousExpiresAt: &prevExp, Metadata: map[string]string{"owner": "ana"},
+		Digest: Digest("s1"), Previous: Digest("s0"), HasPrevious: true}
+	got := NewSet([]Key{in}, nil).Get(in.ID)
+	want := in
+	want.Hint, want.Metadata = "", nil
+	if !reflect.DeepEqual(*got, want) {
+		t.Fatalf("kept\n%+v\nwant\n%+v", *got, want)
+	}
+	bare := Key{ID: "b", Name: "b", Digest: Digest("s2")}
+	if got := NewSet([]Key{bare}, nil).Get("b"); !reflect.DeepEqual(*got, bare) {
+		t.Fatalf("kept %+v, want %+v", *got, bare)
 	}
 }

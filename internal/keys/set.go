@@ -19,37 +19,76 @@ const (
 )
 
 // Compile turns a key into the consumer's view of it (internal/api's
-// client: limits, budget owners), once per load rather than per request.
+// client: limits, budget owners), once per key and set, at the key's first
+// request rather than at load: most keys are idle at any time, and a view
+// is a few small allocations the collector would trace for each.
 type Compile func(*Key) any
 
-// Set is one loaded generation of keys: immutable once built, so the
-// request path reads it without a lock. It holds per key only what the
-// request path, the budgets and the snapshot need (slim: no hint, no
-// metadata, no timestamps; the admin reads ask Postgres), in one slice,
-// with one map from each digest to the key's place in it.
+// Set is one loaded generation of keys: immutable once built (but for the
+// views, each filled in once), so the request path reads it without a
+// lock. It holds per key only what the request path, the budgets and the
+// snapshot need, as a pointer-free record (rec), with one map from each
+// digest to the key's place.
 type Set struct {
 	byDigest map[[sha256.Size]byte]slot
-	keys     []Key // slim
-	views    []any // views[i] is keys[i]'s compiled view
+	recs     []rec
+	arena    arena
+	tab      *tables
+	// views[i] is recs[i]'s compiled view, nil until its first request.
+	views   []atomic.Pointer[view]
+	compile Compile
 }
 
-// slot is a digest's key: its index in keys, and whether the digest is
+// view boxes a compiled view for an atomic pointer.
+type view struct{ v any }
+
+// slot is a digest's key: its index in recs, and whether the digest is
 // the rotated-out secret's.
 type slot struct {
 	i        uint32
 	previous bool
 }
 
-// Match is a lookup's answer. Key and View are nil unless Status is Valid.
+// Match is a lookup's answer. View is nil and the methods answer "" and
+// nil unless Status is Valid.
 type Match struct {
 	Status Status
-	Key    *Key
 	View   any
+	set    *Set
+	i      uint32
 }
 
-// Lookup finds the key whose secret has digest d: one map access, no
-// allocation. A hash lookup needs no constant-time comparison: the
-// digest of a guess says nothing of the digests stored (docs/keys.md).
+// ID is the matched key's id (shared: the set's).
+func (m *Match) ID() string {
+	if m.set == nil {
+		return ""
+	}
+	r := &m.set.recs[m.i]
+	return m.set.arena.at(r.idOff, r.idLen)
+}
+
+// Name is the matched key's name (shared: the set's).
+func (m *Match) Name() string {
+	if m.set == nil {
+		return ""
+	}
+	r := &m.set.recs[m.i]
+	return m.set.arena.at(r.nameOff, r.nameLen)
+}
+
+// Models is the matched key's allowlist (shared: the set's); nil: every
+// model.
+func (m *Match) Models() []string {
+	if m.set == nil {
+		return nil
+	}
+	return m.set.tab.models[m.set.recs[m.i].models]
+}
+
+// Lookup finds the key whose secret has digest d: one map access and, but
+// for a key's first request in this set, no allocation. A hash lookup
+// needs no constant-time comparison: the digest of a guess says nothing
+// of the digests stored (docs/keys.md).
 func (s *Set) Lookup(d *[sha256.Size]byte, now time.Time) Match {
 	if s == nil {
 		return Match{}
@@ -58,16 +97,45 @@ func (s *Set) Lookup(d *[sha256.Size]byte, now time.Time) Match {
 	if !ok {
 		return Match{}
 	}
-	k := &s.keys[e.i]
+	r := &s.recs[e.i]
+	t := now.UnixNano()
 	switch {
-	case k.RevokedAt != nil:
+	case r.revoked != 0:
 		return Match{Status: Revoked}
-	case k.Expired(now):
+	case r.expires != 0 && t >= r.expires:
 		return Match{Status: Expired}
-	case e.previous && (k.PreviousExpiresAt == nil || !now.Before(*k.PreviousExpiresAt)):
+	case e.previous && (r.previousExpires == 0 || t >= r.previousExpires):
 		return Match{Status: Expired}
 	}
-	return Match{Status: Valid, Key: k, View: s.views[e.i]}
+	m := Match{Status: Valid, set: s, i: e.i}
+	if p := s.views[e.i].Load(); p != nil {
+		m.View = p.v
+	} else {
+		m.View = s.view(e.i)
+	}
+	return m
+}
+
+// view is key i's compiled view, compiled now when this is its first
+// request. Two first requests at once may both compile; one view wins and
+// both use it (a view is a pure function of the record).
+func (s *Set) view(i uint32) any {
+	if s.compile == nil {
+		return nil
+	}
+	if p := s.views[i].Load(); p != nil {
+		return p.v
+	}
+	// Compile reads no digest: the map knows them, this key's record not.
+	k := s.keyOf(&s.recs[i], digestPair{})
+	// A view outlives its set when a change carries it into the next one;
+	// its own copies keep it from holding this set's whole arena.
+	k.ID, k.Name = strings.Clone(k.ID), strings.Clone(k.Name)
+	p := &view{v: s.compile(&k)}
+	if !s.views[i].CompareAndSwap(nil, p) {
+		p = s.views[i].Load()
+	}
+	return p.v
 }
 
 // Len is the number of keys, revoked ones included.
@@ -75,31 +143,42 @@ func (s *Set) Len() int {
 	if s == nil {
 		return 0
 	}
-	return len(s.keys)
+	return len(s.recs)
 }
 
-// Keys returns the keys (shared: not to be changed), slim: no hint,
-// metadata or timestamps.
-func (s *Set) Keys() []*Key {
+// Each calls fn with every key, slim (no hint, metadata or timestamps).
+// k is reused: it is valid only during the call, and not to be changed.
+func (s *Set) Each(fn func(k *Key)) {
 	if s == nil {
-		return nil
+		return
 	}
-	out := make([]*Key, len(s.keys))
-	for i := range s.keys {
-		out[i] = &s.keys[i]
+	ds := s.digests()
+	var k Key
+	for i := range s.recs {
+		k = s.keyOf(&s.recs[i], ds[i])
+		fn(&k)
 	}
-	return out
 }
 
-// Get is the key id of the set (slim, as Keys), or nil. A scan: it is for
-// the rare paths (a key deleted by hand), never a request's.
+// Get is the key id of the set (slim, as Each's), or nil. A scan: it is
+// for the rare paths (a key deleted by hand), never a request's.
 func (s *Set) Get(id string) *Key {
 	if s == nil {
 		return nil
 	}
-	for i := range s.keys {
-		if s.keys[i].ID == id {
-			return &s.keys[i]
+	for i := range s.recs {
+		r := &s.recs[i]
+		if s.arena.at(r.idOff, r.idLen) == id {
+			var d digestPair
+			for dg, e := range s.byDigest {
+				if e.i == uint32(i) && e.previous {
+					d.prev = dg
+				} else if e.i == uint32(i) {
+					d.cur = dg
+				}
+			}
+			k := s.keyOf(r, d)
+			return &k
 		}
 	}
 	return nil
@@ -112,109 +191,83 @@ func NewSet(list []Key, compile Compile) *Set {
 	for i := range list {
 		b.add(&list[i])
 	}
+	return b.done()
+}
+
+// setBuilder builds a set one key at a time; done freezes it.
+type setBuilder struct{ s *Set }
+
+func newSetBuilder(n int, compile Compile) *setBuilder {
+	return &setBuilder{s: &Set{byDigest: make(map[[sha256.Size]byte]slot, n+n/8), recs: make([]rec, 0, n),
+		views: make([]atomic.Pointer[view], 0, n), arena: arena{b: make([]byte, 0, n*48)}, tab: newTables(),
+		compile: compile}}
+}
+
+// add puts k in the set; the builder keeps none of k itself.
+func (b *setBuilder) add(k *Key) {
+	b.put(record(k, &b.s.arena, b.s.tab), digestPair{cur: k.Digest, prev: k.Previous}, nil)
+}
+
+// put appends r, whose strings are in the builder's arena and tables
+// already, with its view (nil: none yet).
+func (b *setBuilder) put(r rec, d digestPair, v *view) {
+	s := b.s
+	i := uint32(len(s.recs))
+	s.recs = append(s.recs, r)
+	s.byDigest[d.cur] = slot{i: i}
+	if r.hasPrevious {
+		s.byDigest[d.prev] = slot{i: i, previous: true}
+	}
+	b.viewsTo(len(s.recs))
+	if v != nil {
+		s.views[i].Store(v)
+	}
+}
+
+// viewsTo makes views n long, its new places nil. An atomic value cannot
+// be appended (that copies it: go vet's and the race detector's
+// complaint), so views grow by reslicing into zeroed capacity, or into a
+// larger slice the old pointers are moved into.
+func (b *setBuilder) viewsTo(n int) {
+	s := b.s
+	if n <= cap(s.views) {
+		s.views = s.views[:n]
+		return
+	}
+	v := make([]atomic.Pointer[view], n, max(n, 2*cap(s.views)))
+	for i := range s.views {
+		v[i].Store(s.views[i].Load())
+	}
+	s.views = v
+}
+
+func (b *setBuilder) done() *Set {
+	b.s.arena.freeze()
 	return b.s
 }
 
-// setBuilder builds a set one key at a time, sharing the strings keys
-// have alike.
-type setBuilder struct {
-	s       *Set
-	in      interner
-	compile Compile
-}
-
-func newSetBuilder(n int, compile Compile) *setBuilder {
-	return &setBuilder{s: newSet(n), in: interner{}, compile: compile}
-}
-
-// add puts k (slim) in the set; the builder keeps none of k itself.
-func (b *setBuilder) add(k *Key) { b.s.add(k, b.compile, b.in) }
-
-func newSet(n int) *Set {
-	return &Set{byDigest: make(map[[sha256.Size]byte]slot, n+n/8), keys: make([]Key, 0, n), views: make([]any, 0, n)}
-}
-
-// interner shares the strings and model lists many keys have alike (the
-// team, the priority, the allowlist): each row scanned has its own copy.
-type interner map[string]any
-
-func (in interner) str(v string) string {
-	if v == "" {
-		return ""
-	}
-	if x, ok := in[v]; ok {
-		if s, ok := x.(string); ok {
-			return s
-		}
-	}
-	in[v] = v
-	return v
-}
-
-func (in interner) models(m []string) []string {
-	if len(m) == 0 {
-		return nil
-	}
-	k := "\x00models\x00" + strings.Join(m, "\x00")
-	if x, ok := in[k]; ok {
-		return x.([]string)
-	}
-	c := make([]string, len(m))
-	for i, v := range m {
-		c[i] = in.str(v)
-	}
-	in[k] = c
-	return c
-}
-
-// slim is what the set keeps of k: the fields the request path, the
-// budgets and the snapshot read.
-func slim(k *Key, in interner) Key {
-	out := Key{ID: k.ID, Name: k.Name, Team: in.str(k.Team), Models: in.models(k.Models), Priority: in.str(k.Priority),
-		MaxConcurrency: k.MaxConcurrency, RequestsPerMinute: k.RequestsPerMinute, TokensPerMinute: k.TokensPerMinute,
-		CostInUsage: k.CostInUsage, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt, PreviousExpiresAt: k.PreviousExpiresAt,
-		Digest: k.Digest, Previous: k.Previous, HasPrevious: k.HasPrevious}
-	if k.Budget != nil {
-		b := *k.Budget
-		b.Per = in.str(b.Per)
-		out.Budget = &b
-	}
-	return out
-}
-
-// add appends k (slim) with its view compiled from the full record.
-func (s *Set) add(k *Key, compile Compile, in interner) {
-	var view any
-	if compile != nil {
-		view = compile(k)
-	}
-	s.put(slim(k, in), view)
-}
-
-// put appends k, already slim, and its view.
-func (s *Set) put(k Key, view any) {
-	i := uint32(len(s.keys))
-	s.keys = append(s.keys, k)
-	s.views = append(s.views, view)
-	s.byDigest[k.Digest] = slot{i: i}
-	if k.HasPrevious {
-		s.byDigest[k.Previous] = slot{i: i, previous: true}
-	}
-}
-
 // with is s with k put in (replacing the key of the same id) or, when
-// gone, the key id taken out; a copy: s itself never changes.
-func (s *Set) with(id string, k *Key, compile Compile) *Set {
-	n := newSet(len(s.keys) + 1)
-	for i := range s.keys {
-		if s.keys[i].ID != id {
-			n.put(s.keys[i], s.views[i])
+// gone, the key id taken out; a copy: s itself never changes. The other
+// keys keep their compiled views; k gets a fresh one at its next request.
+func (s *Set) with(id string, k *Key) *Set {
+	b := &setBuilder{s: &Set{byDigest: make(map[[sha256.Size]byte]slot, len(s.byDigest)+2),
+		recs: make([]rec, 0, len(s.recs)+1), arena: arena{b: make([]byte, 0, len(s.arena.s)+64)},
+		tab: s.tab.clone(), compile: s.compile}}
+	b.s.views = make([]atomic.Pointer[view], 0, len(s.recs)+1)
+	ds := s.digests()
+	for i := range s.recs {
+		r := s.recs[i]
+		if s.arena.at(r.idOff, r.idLen) == id {
+			continue
 		}
+		r.idOff, r.idLen = b.s.arena.add(s.arena.at(r.idOff, r.idLen))
+		r.nameOff, r.nameLen = b.s.arena.add(s.arena.at(r.nameOff, r.nameLen))
+		b.put(r, ds[i], s.views[i].Load())
 	}
 	if k != nil {
-		n.add(k, compile, interner{})
+		b.add(k)
 	}
-	return n
+	return b.done()
 }
 
 // Cache holds the current Set behind an atomic pointer: the request path
@@ -254,9 +307,11 @@ func (c *Cache) replace(list []Key) *Set {
 	return s
 }
 
-// load stores a whole new set read from q.
-func (c *Cache) load(ctx context.Context, q querier) error {
-	s, err := loadSet(ctx, q, c.cur.Load().Len(), c.compile)
+// load stores a whole new set read from q; n is the number of keys
+// expected (a count read just before), so the set is allocated once at
+// its size rather than grown by doubling (whose slack outlived the load).
+func (c *Cache) load(ctx context.Context, q querier, n int) error {
+	s, err := loadSet(ctx, q, n, c.compile)
 	if err != nil {
 		return err
 	}
@@ -266,7 +321,7 @@ func (c *Cache) load(ctx context.Context, q querier) error {
 
 // put stores the current set with key id replaced by k (nil: removed).
 func (c *Cache) put(id string, k *Key) *Set {
-	s := c.cur.Load().with(id, k, c.compile)
+	s := c.cur.Load().with(id, k)
 	c.store(s)
 	return s
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -71,7 +72,11 @@ func writeSnapshot(path string, s *Set) error {
 }
 
 // encodeSnapshot writes the snapshot document of s to w, the JSON a
-// snapshot value would marshal to, key by key.
+// snapshot value would marshal to (less the members a set does not keep),
+// key by key. It appends each key's JSON by hand rather than through
+// encoding/json: reflection over 100,000 keys took about 0.6 s of CPU,
+// paid after every load, where this takes a small part of it
+// (BenchmarkSnapshot100k).
 func encodeSnapshot(w io.Writer, s *Set) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	head, err := json.Marshal(snapshot{Version: snapshotVersion, WrittenAt: time.Now().UTC()})
@@ -87,21 +92,91 @@ func encodeSnapshot(w io.Writer, s *Set) error {
 		return err
 	}
 	_ = bw.WriteByte('[')
-	enc := json.NewEncoder(bw)
-	for i, k := range s.Keys() {
+	var b []byte
+	ds := s.digests()
+	for i := range s.Len() {
+		b = b[:0]
 		if i > 0 {
-			_ = bw.WriteByte(',')
+			b = append(b, ',')
 		}
-		sk := snapKey{Key: *k, SHA256: hex.EncodeToString(k.Digest[:])}
-		if k.HasPrevious {
-			sk.PreviousSHA256 = hex.EncodeToString(k.Previous[:])
-		}
-		if err := enc.Encode(sk); err != nil {
+		b = s.appendSnapKey(b, &s.recs[i], ds[i])
+		if _, err := bw.Write(b); err != nil {
 			return err
 		}
 	}
 	_, _ = bw.WriteString("]}")
 	return bw.Flush()
+}
+
+// appendSnapKey appends r as a snapKey's JSON.
+func (s *Set) appendSnapKey(b []byte, r *rec, d digestPair) []byte {
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, s.arena.at(r.idOff, r.idLen))
+	b = append(b, `,"name":`...)
+	b = appendJSONString(b, s.arena.at(r.nameOff, r.nameLen))
+	b = append(b, `,"team":`...)
+	b = appendJSONString(b, s.tab.strs[r.team])
+	b = append(b, `,"models":[`...)
+	for j, m := range s.tab.models[r.models] {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, m)
+	}
+	b = append(b, `],"priority":`...)
+	b = appendJSONString(b, s.tab.strs[r.priority])
+	b = append(b, `,"max_concurrency":`...)
+	b = strconv.AppendInt(b, int64(r.maxConcurrency), 10)
+	b = append(b, `,"requests_per_minute":`...)
+	b = strconv.AppendInt(b, int64(r.requestsPerMinute), 10)
+	b = append(b, `,"tokens_per_minute":`...)
+	b = strconv.AppendInt(b, int64(r.tokensPerMinute), 10)
+	b = append(b, `,"budget":`...)
+	if r.hasBudget {
+		b = append(b, `{"usd":`...)
+		b = strconv.AppendFloat(b, r.budgetUSD, 'g', -1, 64)
+		b = append(b, `,"per":`...)
+		b = appendJSONString(b, s.tab.strs[r.per])
+		b = append(b, '}')
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"cost_in_usage":`...)
+	b = strconv.AppendBool(b, r.costInUsage)
+	b = appendJSONTime(append(b, `,"expires_at":`...), r.expires)
+	b = appendJSONTime(append(b, `,"revoked_at":`...), r.revoked)
+	b = appendJSONTime(append(b, `,"previous_expires_at":`...), r.previousExpires)
+	b = append(b, `,"key_sha256":"`...)
+	b = hex.AppendEncode(b, d.cur[:])
+	if r.hasPrevious {
+		b = append(b, `","previous_key_sha256":"`...)
+		b = hex.AppendEncode(b, d.prev[:])
+	}
+	return append(b, `"}`...)
+}
+
+// appendJSONString appends v quoted: as it is when it is plain printable
+// ASCII (ids, names and teams nearly always are), else as encoding/json
+// quotes it.
+func appendJSONString(b []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			q, _ := json.Marshal(v) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	return append(append(append(b, '"'), v...), '"')
+}
+
+// appendJSONTime appends the time ns (Unix ns) as encoding/json writes a
+// time.Time, or null for 0.
+func appendJSONTime(b []byte, ns int64) []byte {
+	if ns == 0 {
+		return append(b, "null"...)
+	}
+	b = append(b, '"')
+	b = time.Unix(0, ns).UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"')
 }
 
 // readSnapshot reads the keys of the snapshot at path; an absent file is

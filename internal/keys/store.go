@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -92,19 +93,30 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-const keyColumns = `id::text, name, team, key_sha256, hint, models, priority, max_concurrency,
+// setColumns are what a Set keeps of a key; keyColumns the whole record.
+// A full reload reads setColumns only: 100,000 metadata objects decoded
+// just to be dropped were most of its allocations.
+const (
+	setColumns = `id::text, name, team, key_sha256, models, priority, max_concurrency,
 	requests_per_minute, tokens_per_minute, budget_usd::float8, budget_per, cost_in_usage, expires_at,
-	metadata, created_at, updated_at, revoked_at, previous_key_sha256, previous_expires_at`
+	revoked_at, previous_key_sha256, previous_expires_at`
+	keyColumns = setColumns + `, hint, metadata, created_at, updated_at`
+)
 
-func scanKey(row pgx.Row) (Key, error) {
+// scanKey scans a row of keyColumns (full) or setColumns.
+func scanKey(row pgx.Row, full bool) (Key, error) {
 	var k Key
 	var digest string
 	var prev *string
 	var usd *float64
 	var per *string
-	err := row.Scan(&k.ID, &k.Name, &k.Team, &digest, &k.Hint, &k.Models, &k.Priority, &k.MaxConcurrency,
+	dest := []any{&k.ID, &k.Name, &k.Team, &digest, &k.Models, &k.Priority, &k.MaxConcurrency,
 		&k.RequestsPerMinute, &k.TokensPerMinute, &usd, &per, &k.CostInUsage, &k.ExpiresAt,
-		&k.Metadata, &k.CreatedAt, &k.UpdatedAt, &k.RevokedAt, &prev, &k.PreviousExpiresAt)
+		&k.RevokedAt, &prev, &k.PreviousExpiresAt}
+	if full {
+		dest = append(dest, &k.Hint, &k.Metadata, &k.CreatedAt, &k.UpdatedAt)
+	}
+	err := row.Scan(dest...)
 	if err != nil {
 		return k, err
 	}
@@ -123,7 +135,7 @@ func scanKey(row pgx.Row) (Key, error) {
 	if k.Models == nil {
 		k.Models = []string{}
 	}
-	if k.Metadata == nil {
+	if k.Metadata == nil && full {
 		k.Metadata = map[string]string{}
 	}
 	return k, nil
@@ -131,20 +143,24 @@ func scanKey(row pgx.Row) (Key, error) {
 
 func queryKeys(ctx context.Context, q querier, where string, args ...any) ([]Key, error) {
 	var out []Key
-	err := eachKey(ctx, q, func(k *Key) { out = append(out, *k) }, where, args...)
+	err := eachKey(ctx, q, true, func(k *Key) { out = append(out, *k) }, where, args...)
 	return out, err
 }
 
 // eachKey calls fn with each key the query selects, as it is scanned: fn
 // must not keep k, which is reused.
-func eachKey(ctx context.Context, q querier, fn func(k *Key), where string, args ...any) error {
-	rows, err := q.Query(ctx, "SELECT "+keyColumns+" FROM api_keys "+where, args...)
+func eachKey(ctx context.Context, q querier, full bool, fn func(k *Key), where string, args ...any) error {
+	cols := setColumns
+	if full {
+		cols = keyColumns
+	}
+	rows, err := q.Query(ctx, "SELECT "+cols+" FROM api_keys "+where, args...)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		k, err := scanKey(rows)
+		k, err := scanKey(rows, full)
 		if err != nil {
 			return err
 		}
@@ -160,10 +176,32 @@ func eachKey(ctx context.Context, q querier, fn func(k *Key), where string, args
 // the expected count (the set's first size).
 func loadSet(ctx context.Context, q querier, n int, compile Compile) (*Set, error) {
 	b := newSetBuilder(n, compile)
-	if err := eachKey(ctx, q, b.add, ""); err != nil {
+	if err := eachKey(ctx, q, false, b.add, ""); err != nil {
 		return nil, err
 	}
-	return b.s, nil
+	return b.done(), nil
+}
+
+// tableMark is a cheap fingerprint of api_keys: the row count and the sum
+// of the rows' xmin (the transaction that wrote each row version). Every
+// insert, update (through the API or by hand, whatever it sets) and
+// delete changes it, as each writes a row version with a newer xmin or
+// removes one; freezing keeps xmin. It reads no column, so 100,000 rows
+// cost Postgres tens of milliseconds, where a full reload costs it and
+// the gateway far more (docs/keys.md, "Memory and load time").
+func tableMark(ctx context.Context, q querier) (mark string, count int, err error) {
+	rows, err := q.Query(ctx, "SELECT count(*), coalesce(sum(xmin::text::bigint), 0)::text FROM api_keys")
+	if err != nil {
+		return "", 0, err
+	}
+	defer rows.Close()
+	var sum string
+	for rows.Next() {
+		if err := rows.Scan(&count, &sum); err != nil {
+			return "", 0, err
+		}
+	}
+	return strconv.Itoa(count) + ":" + sum, count, rows.Err()
 }
 
 // loadOne reads one key; ErrNotFound when it does not exist.

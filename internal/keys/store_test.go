@@ -338,12 +338,40 @@ func TestFullReloadBackstop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := startReplica(t, dsn, "", 300*time.Millisecond)
+	snap := filepath.Join(t.TempDir(), SnapshotFile)
+	r := startReplica(t, dsn, snap, 300*time.Millisecond)
 	r.waitStatus(t, sec, Valid, time.Second)
+	// Nothing changes: the reloads find the table as it was and keep the
+	// set (and the snapshot) rather than build the same again.
+	unchanged := func() {
+		t.Helper()
+		time.Sleep(1200 * time.Millisecond) // the first snapshot is written within a second
+		set, before := r.cache.Current(), statSnapshot(t, snap)
+		time.Sleep(1200 * time.Millisecond) // four refresh periods
+		if r.cache.Current() != set || !statSnapshot(t, snap).Equal(before) {
+			t.Fatal("a full reload rebuilt an unchanged set")
+		}
+	}
+	unchanged()
+	// A row changed by hand, without updated_at and without a NOTIFY.
 	if _, err := st.pool.Exec(ctx, "UPDATE api_keys SET revoked_at = now() WHERE id = $1", k.ID); err != nil {
 		t.Fatal(err)
 	}
 	r.waitStatus(t, sec, Revoked, 2*time.Second)
+	unchanged()
+	if _, err := st.pool.Exec(ctx, "DELETE FROM api_keys WHERE id = $1", k.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.waitStatus(t, sec, Unknown, 2*time.Second)
+}
+
+func statSnapshot(t *testing.T, path string) time.Time {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.ModTime()
 }
 
 // TestRotationEdges: a rotation during a grace ends the older secret at

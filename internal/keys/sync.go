@@ -79,6 +79,9 @@ type Syncer struct {
 	lastWrite  time.Time
 	failing    bool
 	loadedOnce bool
+	// mark is api_keys' tableMark at the last full load, "" when a
+	// notification has changed the set since (or none was loaded).
+	mark string
 }
 
 // NewSyncer returns a syncer for cache; Start runs it.
@@ -242,12 +245,28 @@ func (s *Syncer) ping(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
+// loadAll replaces the set with every key read anew, unless the table's
+// mark says nothing changed since the last full load and no notification
+// changed the set since: then the set is the table's already, and a
+// rebuild (with its garbage, a snapshot and the budgets' refresh) would
+// change nothing.
 func (s *Syncer) loadAll(ctx context.Context, conn *pgx.Conn) error {
 	lctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()
-	if err := s.cache.load(lctx, conn); err != nil {
+	// The mark is read before the rows: a change between the two is in
+	// the set, and makes the next mark differ (a reload too many, never
+	// one too few).
+	mark, n, err := tableMark(lctx, conn)
+	if err != nil {
 		return fmt.Errorf("load keys: %w", err)
 	}
+	if mark == s.mark {
+		return nil
+	}
+	if err := s.cache.load(lctx, conn, n+n/64); err != nil { // room for a few written meanwhile
+		return fmt.Errorf("load keys: %w", err)
+	}
+	s.mark = mark
 	s.dirty = true
 	return nil
 }
@@ -268,6 +287,7 @@ func (s *Syncer) loadKey(ctx context.Context, conn *pgx.Conn, id string) error {
 	default:
 		s.cache.put(id, &k)
 	}
+	s.mark = "" // the set is no longer the last full load's
 	s.dirty = true
 	return nil
 }

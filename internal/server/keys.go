@@ -107,12 +107,12 @@ func (g *Gateway) setBudgets(ctx context.Context, r *routes.Routes) error {
 // name as a routes-file client's are by its name.
 func keyBudgetLimits(s *keys.Set) []budget.Limit {
 	var out []budget.Limit
-	for _, k := range s.Keys() {
+	s.Each(func(k *keys.Key) {
 		if k.Budget != nil && k.RevokedAt == nil {
 			out = append(out, budget.Limit{Owner: budget.Owner{Kind: budget.Client, Name: k.Name},
 				USD: k.Budget.USD, Per: budget.Per(k.Budget.Per)})
 		}
-	}
+	})
 	return out
 }
 
