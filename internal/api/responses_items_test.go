@@ -46,7 +46,9 @@ func (b itemsStoreDown) Get(ctx context.Context, _ cache.Key) (cache.Entry, bool
 	return cache.Entry{}, false, b.wait(ctx)
 }
 
-func (b itemsStoreDown) Set(ctx context.Context, _ cache.Key, _ cache.Entry) error { return b.wait(ctx) }
+func (b itemsStoreDown) Set(ctx context.Context, _ cache.Key, _ cache.Entry) error {
+	return b.wait(ctx)
+}
 
 // TestItemsStoreBroken: with the store down or hung, a translated
 // Responses answer is still served (its items are not kept), and a
