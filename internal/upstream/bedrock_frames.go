@@ -16,8 +16,8 @@ import (
 // A ConverseStream body is application/vnd.amazon.eventstream: binary
 // frames, each CRC-checked, with headers naming the event. The gateway
 // reads every provider stream as SSE events (EventReader, one reader for
-// every format), so frameBody decodes the frames with aws-sdk-go-v2's
-// eventstream decoder and presents each as the SSE event
+// every format), so frameBody decodes the frames (frameDecoder,
+// bedrock_decode.go) and presents each as the SSE event
 //
 //	event: {:event-type}
 //	data: {the payload JSON, compacted to one line}

@@ -33,6 +33,40 @@ func firstChunkCases() []firstChunkCase {
 	}
 }
 
+// eachFirstChunkCase runs f as a sub-benchmark per case, with the case's
+// endpoint on a mock in this process and a client for it. As in the bench
+// phase, the mock checks a signature's shape, not its value
+// (EnableBedrock would re-sign each request in this process).
+func eachFirstChunkCase(b *testing.B, f func(b *testing.B, bc firstChunkCase, ep *Endpoint, c *Client)) {
+	srv := httptest.NewServer(mockupstream.New(mockupstream.Behavior{Chunks: 2}))
+	defer srv.Close()
+	for _, bc := range firstChunkCases() {
+		b.Run(bc.name, func(b *testing.B) {
+			ep, err := NewEndpoint(bc.format, srv.URL+bc.base, nil, bc.auth, nil, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c := NewClient(ClientOptions{Provider: bc.name})
+			defer c.CloseIdle()
+			f(b, bc, ep, c)
+		})
+	}
+}
+
+// firstChunkCall parses the request and builds its call to ep, as the
+// attempt loop does.
+func firstChunkCall(b *testing.B, ep *Endpoint) (*ChatRequest, Call) {
+	req, err := ParseChatRequest(firstChunkBody)
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := Call{Key: secret.New("sk-bench"), Auth: ep.Auth, Extra: ep.Extra, Defaults: ep.Defaults, Stream: true}
+	if err := req.Build(ep, "bench-upstream", &call); err != nil {
+		b.Fatal(err)
+	}
+	return req, call
+}
+
 // BenchmarkFirstChunk: one streamed chat request from the client's body to
 // its first chunk of client bytes, as the attempt loop makes it (parse,
 // Build, Send, Reader, the event reader until an event has output), for
@@ -43,78 +77,58 @@ func firstChunkCases() []firstChunkCase {
 // Comparing first-ns/op across the sub-benchmarks shows what a translated
 // stream's first chunk pays over the pass-through's.
 func BenchmarkFirstChunk(b *testing.B) {
-	m := mockupstream.New(mockupstream.Behavior{Chunks: 2})
-	// As in the bench phase, the mock checks a signature's shape, not its
-	// value (EnableBedrock would re-sign each request in this process).
-	srv := httptest.NewServer(m)
-	defer srv.Close()
-	for _, bc := range firstChunkCases() {
-		b.Run(bc.name, func(b *testing.B) {
-			ep, err := NewEndpoint(bc.format, srv.URL+bc.base, nil, bc.auth, nil, 0)
+	eachFirstChunkCase(b, func(b *testing.B, bc firstChunkCase, ep *Endpoint, c *Client) {
+		ctx := context.Background()
+		var first time.Duration
+		var pass PassReader
+		b.ReportAllocs()
+		for b.Loop() {
+			start := time.Now()
+			req, call := firstChunkCall(b, ep)
+			resp, err := c.Send(ctx, &call)
 			if err != nil {
 				b.Fatal(err)
 			}
-			c := NewClient(ClientOptions{Provider: bc.name})
-			defer c.CloseIdle()
-			ctx := context.Background()
-			var first time.Duration
-			var pass PassReader
-			b.ReportAllocs()
-			for b.Loop() {
-				start := time.Now()
-				req, err := ParseChatRequest(firstChunkBody)
+			rd := req.Reader(ep, &pass)
+			events := NewEventReader(resp.Body)
+			var out []byte
+			got := false
+			for {
+				ev, comment, err := events.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
 				if err != nil {
 					b.Fatal(err)
 				}
-				call := Call{Key: secret.New("sk-bench"), Auth: ep.Auth, Extra: ep.Extra, Defaults: ep.Defaults, Stream: true}
-				if err := req.Build(ep, "bench-upstream", &call); err != nil {
-					b.Fatal(err)
+				if comment {
+					continue
 				}
-				resp, err := c.Send(ctx, &call)
+				o, err := rd.Event(out[:0], ev, got)
 				if err != nil {
 					b.Fatal(err)
 				}
-				rd := req.Reader(ep, &pass)
-				events := NewEventReader(resp.Body)
-				var out []byte
-				got := false
-				for {
-					ev, comment, err := events.Next()
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					if comment {
-						continue
-					}
-					o, err := rd.Event(out[:0], ev, got)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if rd != Reader(&pass) {
-						out = o
-					}
-					if len(o) > 0 && !got {
-						got = true
-						first += time.Since(start)
-					}
+				if rd != Reader(&pass) {
+					out = o
 				}
-				if !rd.Done() {
-					if _, err := rd.End(nil); err != nil { // gemini has no last event
-						b.Fatal(err)
-					}
+				if len(o) > 0 && !got {
+					got = true
+					first += time.Since(start)
 				}
-				if !got {
-					b.Fatalf("%s: no chunk", bc.name)
-				}
-				events.Close()
-				resp.Body.Close()
 			}
-			b.ReportMetric(float64(first.Nanoseconds())/float64(b.N), "first-ns/op")
-		})
-	}
+			if !rd.Done() {
+				if _, err := rd.End(nil); err != nil { // gemini has no last event
+					b.Fatal(err)
+				}
+			}
+			if !got {
+				b.Fatalf("%s: no chunk", bc.name)
+			}
+			events.Close()
+			resp.Body.Close()
+		}
+		b.ReportMetric(float64(first.Nanoseconds())/float64(b.N), "first-ns/op")
+	})
 }
 
 // BenchmarkFirstChunkCPU: the gateway's own work for a streamed chat
@@ -125,81 +139,56 @@ func BenchmarkFirstChunk(b *testing.B) {
 // and a translated format is what translating costs the first chunk in
 // CPU.
 func BenchmarkFirstChunkCPU(b *testing.B) {
-	m := mockupstream.New(mockupstream.Behavior{Chunks: 2})
-	srv := httptest.NewServer(m)
-	defer srv.Close()
-	for _, bc := range firstChunkCases() {
-		b.Run(bc.name, func(b *testing.B) {
-			ep, err := NewEndpoint(bc.format, srv.URL+bc.base, nil, bc.auth, nil, 0)
-			if err != nil {
+	eachFirstChunkCase(b, func(b *testing.B, bc firstChunkCase, ep *Endpoint, c *Client) {
+		ctx := context.Background()
+		// The answer's bytes as the provider sent them.
+		_, call := firstChunkCall(b, ep)
+		resp, err := c.Send(ctx, &call)
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw := resp.Body
+		if fb, ok := raw.(*frameBody); ok {
+			raw = fb.body
+		}
+		answer, err := io.ReadAll(raw)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var pass PassReader
+		var out []byte
+		var body bytes.Reader
+		b.ReportAllocs()
+		for b.Loop() {
+			req, call := firstChunkCall(b, ep)
+			if _, err := call.request(ctx); err != nil {
 				b.Fatal(err)
 			}
-			c := NewClient(ClientOptions{Provider: bc.name})
-			defer c.CloseIdle()
-			ctx := context.Background()
-			// The answer's bytes as the provider sent them.
-			req, err := ParseChatRequest(firstChunkBody)
-			if err != nil {
-				b.Fatal(err)
+			rd := req.Reader(ep, &pass)
+			body.Reset(answer)
+			var r io.ReadCloser = io.NopCloser(&body)
+			if call.bedrock {
+				r = newFrameBody(r)
 			}
-			call := Call{Key: secret.New("sk-bench"), Auth: ep.Auth, Extra: ep.Extra, Defaults: ep.Defaults, Stream: true}
-			if err := req.Build(ep, "bench-upstream", &call); err != nil {
-				b.Fatal(err)
-			}
-			resp, err := c.Send(ctx, &call)
-			if err != nil {
-				b.Fatal(err)
-			}
-			raw := resp.Body
-			if fb, ok := raw.(*frameBody); ok {
-				raw = fb.body
-			}
-			answer, err := io.ReadAll(raw)
-			resp.Body.Close()
-			if err != nil {
-				b.Fatal(err)
-			}
-			var pass PassReader
-			var out []byte
-			var body bytes.Reader
-			b.ReportAllocs()
-			for b.Loop() {
-				req, err := ParseChatRequest(firstChunkBody)
+			events := NewEventReader(r)
+			for {
+				ev, _, err := events.Next()
 				if err != nil {
 					b.Fatal(err)
 				}
-				call := Call{Key: secret.New("sk-bench"), Auth: ep.Auth, Extra: ep.Extra, Defaults: ep.Defaults, Stream: true}
-				if err := req.Build(ep, "bench-upstream", &call); err != nil {
+				o, err := rd.Event(out[:0], ev, false)
+				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := call.request(ctx); err != nil {
-					b.Fatal(err)
+				if rd != Reader(&pass) {
+					out = o
 				}
-				rd := req.Reader(ep, &pass)
-				body.Reset(answer)
-				var r io.ReadCloser = io.NopCloser(&body)
-				if call.bedrock {
-					r = newFrameBody(r)
+				if len(o) > 0 {
+					break
 				}
-				events := NewEventReader(r)
-				for {
-					ev, _, err := events.Next()
-					if err != nil {
-						b.Fatal(err)
-					}
-					o, err := rd.Event(out[:0], ev, false)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if rd != Reader(&pass) {
-						out = o
-					}
-					if len(o) > 0 {
-						break
-					}
-				}
-				events.Close()
 			}
-		})
-	}
+			events.Close()
+		}
+	})
 }
