@@ -118,10 +118,13 @@ func loadSettings() settings {
 		// a few hundred µs, and its per-round ratio spread 0.7-2.1x in one
 		// run; the median of three moved with a single disturbed round.
 		streamRates: []int{500, 1000}, streamDur: 3 * time.Second, streamRounds: 5,
-		hold:        holdSpec{streams: 2000, rampRate: 1000, hold: 4 * time.Second},
-		hanging:     hangingSpec{rate: 200, duration: 8 * time.Second, rounds: 3},
-		tail:        tailSpec{rate: 200, duration: 6 * time.Second, rounds: 3, warmup: 1500 * time.Millisecond},
-		translate:   translateSpec{rate: 200, duration: 3 * time.Second, rounds: 3},
+		hold:    holdSpec{streams: 2000, rampRate: 1000, hold: 4 * time.Second},
+		hanging: hangingSpec{rate: 200, duration: 8 * time.Second, rounds: 3},
+		tail:    tailSpec{rate: 200, duration: 6 * time.Second, rounds: 3, warmup: 1500 * time.Millisecond},
+		// Seven translate rounds of 2 s, not three of 3 s: the per-round
+		// ratio of two added times of 0.25-0.4 ms spread 0.83-2.38x in one
+		// run, so the median of three was one disturbed round's.
+		translate:   translateSpec{rate: 200, duration: 2 * time.Second, rounds: 7},
 		ledger:      ledgerSpec{rows: 1_000_000, samples: 300, warmup: 20},
 		replicas:    replicasSpec{attempts: 20000, conns: 48, duration: 3 * time.Second, rounds: 3, redisAddr: "127.0.0.1:6379"},
 		budgetPhase: budgetSpec{rate: 500, duration: 2500 * time.Millisecond, rounds: 5, sharedAddr: "127.0.0.1:6379"},

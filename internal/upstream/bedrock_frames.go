@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
-
 	"github.com/llmgw/gateway/internal/jsontext"
 	"github.com/llmgw/gateway/internal/upstream/bedrock"
 )
@@ -18,8 +16,8 @@ import (
 // A ConverseStream body is application/vnd.amazon.eventstream: binary
 // frames, each CRC-checked, with headers naming the event. The gateway
 // reads every provider stream as SSE events (EventReader, one reader for
-// every format), so frameBody decodes the frames with aws-sdk-go-v2's
-// eventstream decoder and presents each as the SSE event
+// every format), so frameBody decodes the frames (frameDecoder,
+// bedrock_decode.go) and presents each as the SSE event
 //
 //	event: {:event-type}
 //	data: {the payload JSON, compacted to one line}
@@ -36,22 +34,22 @@ const EventStreamContentType = "application/vnd.amazon.eventstream"
 // wrapped in a *ProtocolError: the stream cannot be trusted past it.
 var ErrBadFrame = errors.New("bad eventstream frame")
 
-// maxFramePayload bounds the payload buffer kept between frames; the
-// decoder itself refuses frames over 16 MiB.
+// maxFramePayload bounds the frame buffer kept between frames; the decoder
+// refuses frames over 16 MiB.
 const maxFramePayload = 64 << 10
 
 type frameBody struct {
 	body    io.ReadCloser
-	dec     *eventstream.Decoder
-	payload []byte
-	pending []byte // SSE bytes of the frame decoded last, not yet read
-	sse     []byte // pending's backing buffer
-	err     error  // what ends the body, once the frames before it were read
+	dec     frameDecoder
+	pending []byte       // SSE bytes of the frame decoded last, not yet read
+	sse     []byte       // pending's backing buffer
+	compact bytes.Buffer // a payload compacted to one line, kept between frames
+	err     error        // what ends the body, once the frames before it were read
 }
 
 // newFrameBody reads body's frames as SSE events.
 func newFrameBody(body io.ReadCloser) *frameBody {
-	return &frameBody{body: body, dec: eventstream.NewDecoder()}
+	return &frameBody{body: body}
 }
 
 func (b *frameBody) Close() error { return b.body.Close() }
@@ -61,10 +59,8 @@ func (b *frameBody) Read(p []byte) (int, error) {
 		if b.err != nil {
 			return 0, b.err
 		}
-		msg, err := b.dec.Decode(b.body, b.payload[:0])
-		if cap(msg.Payload) <= maxFramePayload {
-			b.payload = msg.Payload[:0]
-		}
+		var f frame
+		err := b.dec.next(b.body, &f)
 		switch {
 		case err == io.EOF:
 			b.err = io.EOF // at a frame boundary: a clean end
@@ -76,7 +72,7 @@ func (b *frameBody) Read(p []byte) (int, error) {
 			b.err = &ProtocolError{Err: fmt.Errorf("%w: %v", ErrBadFrame, err)}
 			continue
 		}
-		b.sse, err = appendFrameEvent(b.sse[:0], msg)
+		b.sse, err = b.appendFrameEvent(b.sse[:0], &f)
 		if err != nil {
 			b.err = &ProtocolError{Err: err}
 			continue
@@ -89,49 +85,46 @@ func (b *frameBody) Read(p []byte) (int, error) {
 }
 
 // appendFrameEvent appends one decoded frame as an SSE event.
-func appendFrameEvent(dst []byte, msg eventstream.Message) ([]byte, error) {
-	header := func(name string) string {
-		if v, ok := msg.Headers.Get(name).(eventstream.StringValue); ok {
-			return string(v)
-		}
-		return ""
-	}
-	var name, typ, text string
-	switch mt := header(":message-type"); mt {
+func (b *frameBody) appendFrameEvent(dst []byte, f *frame) ([]byte, error) {
+	var typ, text string
+	switch mt := f.messageType; string(mt) {
 	case "event":
-		name = header(":event-type")
-		if name == "" || !jsontext.Valid(msg.Payload) {
-			return dst, fmt.Errorf("%w: event %q without a name or a JSON payload", ErrBadFrame, clip(name, 64))
+		name := f.eventType
+		if len(name) == 0 || !jsontext.Valid(f.payload) {
+			return dst, fmt.Errorf("%w: event %q without a name or a JSON payload", ErrBadFrame, clip(string(name), 64))
 		}
 		dst = append(dst, "event: "...)
 		dst = append(dst, name...)
 		dst = append(dst, "\ndata: "...)
-		var buf bytes.Buffer
-		_ = json.Compact(&buf, msg.Payload) // valid, checked above
-		dst = append(dst, buf.Bytes()...)
+		b.compact.Reset()
+		_ = json.Compact(&b.compact, f.payload) // valid, checked above
+		dst = append(dst, b.compact.Bytes()...)
+		if b.compact.Cap() > maxFramePayload {
+			b.compact = bytes.Buffer{}
+		}
 		return append(dst, "\n\n"...), nil
 	case "exception":
-		typ = header(":exception-type")
+		typ = string(f.exceptionType)
 		var v struct {
 			Message  string `json:"message"`
 			MessageC string `json:"Message"`
 		}
-		_ = json.Unmarshal(msg.Payload, &v)
+		_ = json.Unmarshal(f.payload, &v)
 		text = v.Message
 		if text == "" {
 			text = v.MessageC
 		}
 	case "error":
-		typ, text = header(":error-code"), header(":error-message")
+		typ, text = string(f.errorCode), string(f.errorMessage)
 	default:
-		return dst, fmt.Errorf("%w: :message-type %q", ErrBadFrame, clip(mt, 64))
+		return dst, fmt.Errorf("%w: :message-type %q", ErrBadFrame, clip(string(mt), 64))
 	}
 	dst = append(dst, "event: "+bedrock.ExceptionEvent+"\ndata: "...)
-	b, _ := json.Marshal(struct {
+	v, _ := json.Marshal(struct {
 		Type    string `json:"__type"`
 		Message string `json:"message"`
 	}{bedrock.TypeName(typ), text})
-	dst = append(dst, b...)
+	dst = append(dst, v...)
 	return append(dst, "\n\n"...), nil
 }
 

@@ -120,15 +120,24 @@ func (c *Call) now() time.Time {
 	return time.Now()
 }
 
-// Send performs the call. A 2xx response is returned with its body open for
-// the caller to read and close. Any other status becomes *StatusError (body
-// read, bounded, and closed); a failure before a response becomes
-// *ConnectError. When ctx ends first, the returned error wraps ctx's error;
-// callers look at context.Cause to tell a watchdog from a client that left.
-func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
+// callRequest is a call's HTTP request, headers set and signed, with what
+// Send needs after the answer: whether the client chose headers, and the
+// credentials or token sent (for redacting and refusing them).
+type callRequest struct {
+	req      *http.Request
+	chosen   bool
+	awsCreds aws.Credentials
+	token    string
+}
+
+// request builds the call's HTTP request: the forwarded and provider
+// headers, the content types, and the credentials, signed last. A
+// credentials failure is a *TokenError without its Provider, which Send
+// sets.
+func (call *Call) request(ctx context.Context) (callRequest, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, call.URL, bytes.NewReader(call.Body))
 	if err != nil {
-		return nil, &ProtocolError{Err: err}
+		return callRequest{}, &ProtocolError{Err: err}
 	}
 	h := req.Header
 	chosen := ForwardRequestHeaders(h, call.ClientHeader, call.Forward)
@@ -172,23 +181,41 @@ func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
 		var err error
 		if awsCreds, err = call.Auth.AWS.Sign(ctx, req, call.Body); err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return callRequest{}, ctx.Err()
 			}
-			return nil, &TokenError{Provider: c.provider, Err: err}
+			return callRequest{}, &TokenError{Err: err}
 		}
 	case AuthGoogle:
 		tok, err := call.Auth.Tokens.Token(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return callRequest{}, ctx.Err()
 			}
-			return nil, &TokenError{Provider: c.provider, Err: err}
+			return callRequest{}, &TokenError{Err: err}
 		}
 		token = tok
 		h.Set("Authorization", "Bearer "+tok)
 	default:
 		call.Auth.set(h, call.Key.Reveal())
 	}
+	return callRequest{req: req, chosen: chosen, awsCreds: awsCreds, token: token}, nil
+}
+
+// Send performs the call. A 2xx response is returned with its body open for
+// the caller to read and close. Any other status becomes *StatusError (body
+// read, bounded, and closed); a failure before a response becomes
+// *ConnectError. When ctx ends first, the returned error wraps ctx's error;
+// callers look at context.Cause to tell a watchdog from a client that left.
+func (c *Client) Send(ctx context.Context, call *Call) (*http.Response, error) {
+	out, err := call.request(ctx)
+	if err != nil {
+		var te *TokenError
+		if errors.As(err, &te) {
+			te.Provider = c.provider
+		}
+		return nil, err
+	}
+	req, chosen, awsCreds, token := out.req, out.chosen, out.awsCreds, out.token
 	resp, err := c.rt.RoundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -206,9 +206,15 @@ func (t *StreamTranslator) roleChunk(dst []byte) []byte {
 		return dst
 	}
 	t.roleSent = true
-	empty := ""
-	return t.write(dst, chunkDelta{Role: "assistant", Content: &empty}, nil)
+	// Appended, as writeText's chunks are: the first chunk of every
+	// translated stream, so encoding/json's reflection was on the path to
+	// each stream's first client bytes (TestRoleChunkIsWrite).
+	dst = append(t.appendHead(dst), roleDelta...)
+	return t.appendTail(dst)
 }
+
+// roleDelta is the role chunk's delta as write encodes it.
+const roleDelta = `{"role":"assistant","content":""}`
 
 func (t *StreamTranslator) write(dst []byte, d chunkDelta, finish *string) []byte {
 	c := chunk{ID: t.id, Object: "chat.completion.chunk", Created: t.created, Model: t.model,
@@ -223,17 +229,28 @@ func (t *StreamTranslator) write(dst []byte, d chunkDelta, finish *string) []byt
 // appending, without encoding/json's reflection: the bytes write's
 // encoding would give (TestWriteTextIsWrite).
 func (t *StreamTranslator) writeText(dst []byte, text string) []byte {
+	dst = append(t.appendHead(dst), `{"content":`...)
+	dst = append(jsontext.AppendString(dst, text), '}')
+	return t.appendTail(dst)
+}
+
+// appendHead appends a chunk's bytes up to its delta, made once.
+func (t *StreamTranslator) appendHead(dst []byte) []byte {
 	if t.head == nil {
 		h := append([]byte(`data: {"id":`), jsontext.AppendString(nil, t.id)...)
 		h = append(h, `,"object":"chat.completion.chunk","created":`...)
 		h = strconv.AppendInt(h, t.created, 10)
 		h = append(h, `,"model":`...)
 		h = jsontext.AppendString(h, t.model)
-		t.head = append(h, `,"choices":[{"index":0,"delta":{"content":`...)
+		t.head = append(h, `,"choices":[{"index":0,"delta":`...)
 	}
-	dst = append(dst, t.head...)
-	dst = jsontext.AppendString(dst, text)
-	dst = append(dst, `},"logprobs":null,"finish_reason":null}]`...)
+	return append(dst, t.head...)
+}
+
+// appendTail appends the rest of a chunk without a finish_reason after its
+// delta.
+func (t *StreamTranslator) appendTail(dst []byte) []byte {
+	dst = append(dst, `,"logprobs":null,"finish_reason":null}]`...)
 	if t.includeUsage {
 		dst = append(dst, `,"usage":null`...)
 	}

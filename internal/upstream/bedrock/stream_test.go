@@ -185,3 +185,20 @@ func TestWriteTextIsWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestRoleChunkIsWrite: the appended role chunk is the bytes the
+// encoding/json path writes, with and without the usage member.
+func TestRoleChunkIsWrite(t *testing.T) {
+	for _, usage := range []bool{false, true} {
+		tr := NewStreamTranslator(`m"<&>`, 1700000000, usage)
+		empty := ""
+		slow := tr.write(nil, chunkDelta{Role: "assistant", Content: &empty}, nil)
+		fast := tr.roleChunk([]byte("before"))
+		if string(fast) != "before"+string(slow) {
+			t.Errorf("usage %v:\nfast %s\nslow %s", usage, fast, slow)
+		}
+		if again := tr.roleChunk(nil); len(again) != 0 {
+			t.Errorf("a second role chunk: %s", again)
+		}
+	}
+}

@@ -187,8 +187,11 @@ func (t *StreamTranslator) roleChunk(dst []byte) []byte {
 		return dst
 	}
 	t.roleSent = true
-	empty := ""
-	return t.write(dst, chunkDelta{Role: "assistant", Content: &empty}, nil)
+	// Appended, as writeFast's chunks are: the first chunk of every
+	// translated stream, so encoding/json's reflection was on the path to
+	// each stream's first client bytes (TestRoleChunkIsWrite).
+	dst = append(t.appendHead(dst), `{"role":"assistant","content":""}`...)
+	return t.appendTail(dst, nil)
 }
 
 func (t *StreamTranslator) write(dst []byte, d chunkDelta, finish *string) []byte {
@@ -207,6 +210,19 @@ func (t *StreamTranslator) write(dst []byte, d chunkDelta, finish *string) []byt
 // long answer, by appending, without encoding/json's reflection; it writes
 // the bytes write's encoding would.
 func (t *StreamTranslator) writeFast(dst []byte, text, finish *string) []byte {
+	dst = t.appendHead(dst)
+	if text != nil {
+		dst = append(dst, `{"content":`...)
+		dst = jsontext.AppendString(dst, *text)
+		dst = append(dst, '}')
+	} else {
+		dst = append(dst, `{}`...)
+	}
+	return t.appendTail(dst, finish)
+}
+
+// appendHead appends a chunk's bytes up to its delta, made once.
+func (t *StreamTranslator) appendHead(dst []byte) []byte {
 	if t.head == nil {
 		h := append([]byte(`data: {"id":`), jsontext.AppendString(nil, t.id)...)
 		h = append(h, `,"object":"chat.completion.chunk","created":`...)
@@ -215,14 +231,11 @@ func (t *StreamTranslator) writeFast(dst []byte, text, finish *string) []byte {
 		h = jsontext.AppendString(h, t.model)
 		t.head = append(h, `,"choices":[{"index":0,"delta":`...)
 	}
-	dst = append(dst, t.head...)
-	if text != nil {
-		dst = append(dst, `{"content":`...)
-		dst = jsontext.AppendString(dst, *text)
-		dst = append(dst, '}')
-	} else {
-		dst = append(dst, `{}`...)
-	}
+	return append(dst, t.head...)
+}
+
+// appendTail appends the rest of a chunk after its delta.
+func (t *StreamTranslator) appendTail(dst []byte, finish *string) []byte {
 	dst = append(dst, `,"logprobs":null,"finish_reason":`...)
 	if finish != nil {
 		dst = jsontext.AppendString(dst, *finish)
