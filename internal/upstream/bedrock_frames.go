@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
+
 	"github.com/llmgw/gateway/internal/jsontext"
 	"github.com/llmgw/gateway/internal/upstream/bedrock"
 )
@@ -16,8 +18,8 @@ import (
 // A ConverseStream body is application/vnd.amazon.eventstream: binary
 // frames, each CRC-checked, with headers naming the event. The gateway
 // reads every provider stream as SSE events (EventReader, one reader for
-// every format), so frameBody decodes the frames (frameDecoder,
-// bedrock_decode.go) and presents each as the SSE event
+// every format), so frameBody decodes the frames with aws-sdk-go-v2's
+// eventstream decoder and presents each as the SSE event
 //
 //	event: {:event-type}
 //	data: {the payload JSON, compacted to one line}
@@ -34,22 +36,22 @@ const EventStreamContentType = "application/vnd.amazon.eventstream"
 // wrapped in a *ProtocolError: the stream cannot be trusted past it.
 var ErrBadFrame = errors.New("bad eventstream frame")
 
-// maxFramePayload bounds the frame buffer kept between frames; the decoder
-// refuses frames over 16 MiB.
+// maxFramePayload bounds the payload buffer kept between frames; the
+// decoder itself refuses frames over 16 MiB.
 const maxFramePayload = 64 << 10
 
 type frameBody struct {
 	body    io.ReadCloser
-	dec     frameDecoder
-	pending []byte       // SSE bytes of the frame decoded last, not yet read
-	sse     []byte       // pending's backing buffer
-	compact bytes.Buffer // a payload compacted to one line, kept between frames
-	err     error        // what ends the body, once the frames before it were read
+	dec     *eventstream.Decoder
+	payload []byte
+	pending []byte // SSE bytes of the frame decoded last, not yet read
+	sse     []byte // pending's backing buffer
+	err     error  // what ends the body, once the frames before it were read
 }
 
 // newFrameBody reads body's frames as SSE events.
 func newFrameBody(body io.ReadCloser) *frameBody {
-	return &frameBody{body: body}
+	return &frameBody{body: body, dec: eventstream.NewDecoder()}
 }
 
 func (b *frameBody) Close() error { return b.body.Close() }
@@ -59,8 +61,10 @@ func (b *frameBody) Read(p []byte) (int, error) {
 		if b.err != nil {
 			return 0, b.err
 		}
-		var f frame
-		err := b.dec.next(b.body, &f)
+		msg, err := b.dec.Decode(b.body, b.payload[:0])
+		if cap(msg.Payload) <= maxFramePayload {
+			b.payload = msg.Payload[:0]
+		}
 		switch {
 		case err == io.EOF:
 			b.err = io.EOF // at a frame boundary: a clean end
@@ -72,7 +76,7 @@ func (b *frameBody) Read(p []byte) (int, error) {
 			b.err = &ProtocolError{Err: fmt.Errorf("%w: %v", ErrBadFrame, err)}
 			continue
 		}
-		b.sse, err = b.appendFrameEvent(b.sse[:0], &f)
+		b.sse, err = appendFrameEvent(b.sse[:0], msg)
 		if err != nil {
 			b.err = &ProtocolError{Err: err}
 			continue
@@ -85,46 +89,49 @@ func (b *frameBody) Read(p []byte) (int, error) {
 }
 
 // appendFrameEvent appends one decoded frame as an SSE event.
-func (b *frameBody) appendFrameEvent(dst []byte, f *frame) ([]byte, error) {
-	var typ, text string
-	switch mt := f.messageType; string(mt) {
+func appendFrameEvent(dst []byte, msg eventstream.Message) ([]byte, error) {
+	header := func(name string) string {
+		if v, ok := msg.Headers.Get(name).(eventstream.StringValue); ok {
+			return string(v)
+		}
+		return ""
+	}
+	var name, typ, text string
+	switch mt := header(":message-type"); mt {
 	case "event":
-		name := f.eventType
-		if len(name) == 0 || !jsontext.Valid(f.payload) {
-			return dst, fmt.Errorf("%w: event %q without a name or a JSON payload", ErrBadFrame, clip(string(name), 64))
+		name = header(":event-type")
+		if name == "" || !jsontext.Valid(msg.Payload) {
+			return dst, fmt.Errorf("%w: event %q without a name or a JSON payload", ErrBadFrame, clip(name, 64))
 		}
 		dst = append(dst, "event: "...)
 		dst = append(dst, name...)
 		dst = append(dst, "\ndata: "...)
-		b.compact.Reset()
-		_ = json.Compact(&b.compact, f.payload) // valid, checked above
-		dst = append(dst, b.compact.Bytes()...)
-		if b.compact.Cap() > maxFramePayload {
-			b.compact = bytes.Buffer{}
-		}
+		var buf bytes.Buffer
+		_ = json.Compact(&buf, msg.Payload) // valid, checked above
+		dst = append(dst, buf.Bytes()...)
 		return append(dst, "\n\n"...), nil
 	case "exception":
-		typ = string(f.exceptionType)
+		typ = header(":exception-type")
 		var v struct {
 			Message  string `json:"message"`
 			MessageC string `json:"Message"`
 		}
-		_ = json.Unmarshal(f.payload, &v)
+		_ = json.Unmarshal(msg.Payload, &v)
 		text = v.Message
 		if text == "" {
 			text = v.MessageC
 		}
 	case "error":
-		typ, text = string(f.errorCode), string(f.errorMessage)
+		typ, text = header(":error-code"), header(":error-message")
 	default:
-		return dst, fmt.Errorf("%w: :message-type %q", ErrBadFrame, clip(string(mt), 64))
+		return dst, fmt.Errorf("%w: :message-type %q", ErrBadFrame, clip(mt, 64))
 	}
 	dst = append(dst, "event: "+bedrock.ExceptionEvent+"\ndata: "...)
-	v, _ := json.Marshal(struct {
+	b, _ := json.Marshal(struct {
 		Type    string `json:"__type"`
 		Message string `json:"message"`
 	}{bedrock.TypeName(typ), text})
-	dst = append(dst, v...)
+	dst = append(dst, b...)
 	return append(dst, "\n\n"...), nil
 }
 
