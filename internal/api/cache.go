@@ -43,8 +43,7 @@ type responseCache struct {
 	store   CacheStore
 	flights cache.Flights
 	// inProcess: the store is a cache.Memory, which never blocks, so its
-	// calls are not given storeTimeout (a context and a timer each, a
-	// tenth of a miss's added CPU, for a bound it cannot reach).
+	// calls are not given storeTimeout (storeContext).
 	inProcess bool
 }
 
@@ -135,16 +134,23 @@ func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream
 	return cs, false
 }
 
+// storeContext is ctx bounded by storeTimeout for a call of the store
+// (after cacheStore); an in-process store's is ctx itself: it never
+// blocks, and a context with a timer per call was a tenth of what a miss
+// added.
+func (s *Server) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.cache.inProcess {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, storeTimeout)
+}
+
 // cacheGet reads the store within storeTimeout (an in-process store
 // without one: it never blocks); a failure is a miss.
 func (s *Server) cacheGet(ctx context.Context, k cache.Key) (cache.Entry, bool) {
 	store := s.cacheStore()
-	sctx := ctx
-	if !s.cache.inProcess {
-		var cancel context.CancelFunc
-		sctx, cancel = context.WithTimeout(ctx, storeTimeout)
-		defer cancel()
-	}
+	sctx, cancel := s.storeContext(ctx)
+	defer cancel()
 	e, ok, err := store.Get(sctx, k)
 	if err == nil && sctx.Err() != nil {
 		err = sctx.Err() // answered, but too late
@@ -227,12 +233,8 @@ func (s *Server) cacheFinish(ctx context.Context, cs *cacheState, out *candidate
 // one: it never blocks); a failure is counted, never answered.
 func (s *Server) cacheSet(ctx context.Context, k cache.Key, e cache.Entry) {
 	store := s.cacheStore()
-	sctx := ctx
-	if !s.cache.inProcess {
-		var cancel context.CancelFunc
-		sctx, cancel = context.WithTimeout(ctx, storeTimeout)
-		defer cancel()
-	}
+	sctx, cancel := s.storeContext(ctx)
+	defer cancel()
 	if err := store.Set(sctx, k, e); err != nil {
 		s.cacheStoreFailed(ctx, "set", err)
 	}
