@@ -42,6 +42,9 @@ type responseCache struct {
 	once    sync.Once
 	store   CacheStore
 	flights cache.Flights
+	// inProcess: the store is a cache.Memory, which never blocks, so its
+	// calls are not given storeTimeout (storeContext).
+	inProcess bool
 }
 
 func (s *Server) cacheStore() CacheStore {
@@ -50,6 +53,7 @@ func (s *Server) cacheStore() CacheStore {
 		if s.cache.store == nil {
 			s.cache.store = cache.NewMemory(DefaultCacheMaxBytes, nil)
 		}
+		_, s.cache.inProcess = s.cache.store.(*cache.Memory)
 	})
 	return s.cache.store
 }
@@ -64,7 +68,9 @@ type cacheState struct {
 	ttl     time.Duration
 	max     int64
 	flight  *cache.Flight
-	capture *captureWriter
+	capture *captureWriter // &captured once wrapped; nil before
+	// captured is capture's storage: one allocation for both.
+	captured captureWriter
 }
 
 // cacheLookup runs on a cached route after the rate count and before the
@@ -128,11 +134,24 @@ func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream
 	return cs, false
 }
 
-// cacheGet reads the store within storeTimeout; a failure is a miss.
+// storeContext is ctx bounded by storeTimeout for a call of the store
+// (after cacheStore); an in-process store's is ctx itself: it never
+// blocks, and a context with a timer per call was a tenth of what a miss
+// added.
+func (s *Server) storeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.cache.inProcess {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, storeTimeout)
+}
+
+// cacheGet reads the store within storeTimeout (an in-process store
+// without one: it never blocks); a failure is a miss.
 func (s *Server) cacheGet(ctx context.Context, k cache.Key) (cache.Entry, bool) {
-	sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	store := s.cacheStore()
+	sctx, cancel := s.storeContext(ctx)
 	defer cancel()
-	e, ok, err := s.cacheStore().Get(sctx, k)
+	e, ok, err := store.Get(sctx, k)
 	if err == nil && sctx.Err() != nil {
 		err = sctx.Err() // answered, but too late
 	}
@@ -183,7 +202,8 @@ func (cs *cacheState) wrap(w http.ResponseWriter) http.ResponseWriter {
 	if cs == nil || !cs.store {
 		return w
 	}
-	cs.capture = &captureWriter{ResponseWriter: w, max: cs.max}
+	cs.captured = captureWriter{ResponseWriter: w, max: cs.max}
+	cs.capture = &cs.captured
 	if cs.stream {
 		cs.capture.asm = cache.NewAssembler(cs.route, cs.max)
 	}
@@ -201,15 +221,22 @@ func (s *Server) cacheFinish(ctx context.Context, cs *cacheState, out *candidate
 	if ok {
 		now := time.Now()
 		e = cache.Entry{Body: body, Stored: now, Expires: now.Add(cs.ttl), CostUSD: out.Cost, HasCost: out.HasCost}
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		if err := s.cacheStore().Set(sctx, cs.key, e); err != nil {
-			s.cacheStoreFailed(context.WithoutCancel(ctx), "set", err)
-		}
-		cancel()
+		s.cacheSet(context.WithoutCancel(ctx), cs.key, e)
 	}
 	if cs.flight != nil {
 		cs.flight.Done(e, ok)
 		cs.flight = nil
+	}
+}
+
+// cacheSet stores e within storeTimeout (an in-process store without
+// one: it never blocks); a failure is counted, never answered.
+func (s *Server) cacheSet(ctx context.Context, k cache.Key, e cache.Entry) {
+	store := s.cacheStore()
+	sctx, cancel := s.storeContext(ctx)
+	defer cancel()
+	if err := store.Set(sctx, k, e); err != nil {
+		s.cacheStoreFailed(ctx, "set", err)
 	}
 }
 

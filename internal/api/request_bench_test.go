@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -111,6 +112,55 @@ func BenchmarkChatRequest(b *testing.B) {
 	}
 }
 
+// cachedBenchBody is the load benchmark's non-stream request; "#N#" is
+// where a miss's distinct number goes.
+const cachedBenchBody = `{"model":"m","messages":[{"role":"user","content":"Say hello in one short sentence. #N#"}],"max_tokens":32}`
+
+// BenchmarkChatRequestCacheMiss is BenchmarkChatRequest on a cached model
+// with a distinct body each iteration (the cache phase's miss): the key,
+// the lookup, the flight, the capture and the store on top of an uncached
+// request. Its store is the default in-process one, so it fills and
+// evicts as the gateway's does.
+func BenchmarkChatRequestCacheMiss(b *testing.B) {
+	s := benchServerModel(b, `prices: { m: { input: 2.5, output: 10 } }`, `cache: { ttl: 1h, scope: shared }`, jsonSender{})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		body := bytes.Replace([]byte(cachedBenchBody), []byte("#N#"), strconv.AppendInt(nil, int64(i), 10), 1)
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := &discardWriter{h: http.Header{}}
+		s.ServeHTTP(w, r)
+		if w.written != int64(len(jsonAnswer)) || w.h.Get(headerCache) != "miss" {
+			b.Fatalf("%d bytes written (want %d), x-gateway-cache %q", w.written, len(jsonAnswer), w.h.Get(headerCache))
+		}
+	}
+}
+
+// BenchmarkChatRequestCacheHit is BenchmarkChatRequest on a cached model
+// whose answer is stored: the same body every iteration, served from the
+// in-process store (the cache phase's hit).
+func BenchmarkChatRequestCacheHit(b *testing.B) {
+	s := benchServerModel(b, `prices: { m: { input: 2.5, output: 10 } }`, `cache: { ttl: 1h, scope: shared }`, jsonSender{})
+	body := []byte(cachedBenchBody)
+	serve := func() *discardWriter {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := &discardWriter{h: http.Header{}}
+		s.ServeHTTP(w, r)
+		return w
+	}
+	serve() // the miss that stores it
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		w := serve()
+		if w.written != int64(len(jsonAnswer)) || w.h.Get(headerCache) != "hit" {
+			b.Fatalf("%d bytes written (want %d), x-gateway-cache %q", w.written, len(jsonAnswer), w.h.Get(headerCache))
+		}
+	}
+}
+
 // benchServer is a gateway of one model on provider p (with extra, a
 // flow-mapping member list, in its entry) whose upstream is send.
 func benchServer(b testing.TB, extra string, send candidates.Sender) *Server {
@@ -122,11 +172,26 @@ func benchServer(b testing.TB, extra string, send candidates.Sender) *Server {
 // tracing off.
 func benchServerTraced(b testing.TB, extra string, send candidates.Sender, tr *tracing.Tracer) *Server {
 	b.Helper()
+	return benchServerOf(b, extra, "", send, tr)
+}
+
+// benchServerModel is benchServer with model, flow-mapping members, in
+// the model's entry.
+func benchServerModel(b testing.TB, extra, model string, send candidates.Sender) *Server {
+	b.Helper()
+	return benchServerOf(b, extra, model, send, nil)
+}
+
+func benchServerOf(b testing.TB, extra, model string, send candidates.Sender, tr *tracing.Tracer) *Server {
+	b.Helper()
+	if model != "" {
+		model += ", "
+	}
 	routes, err := routes.Parse([]byte(`
 providers:
   - { name: p, base_url: "http://p.example/v1", api_keys: [k], max_concurrency: 64, `+extra+` }
 models:
-  - { name: m, candidates: [ { provider: p } ] }
+  - { name: m, `+model+`candidates: [ { provider: p } ] }
 `), func(string) (string, bool) { return "", false })
 	if err != nil {
 		b.Fatal(err)

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
-	"strings"
+	"sync"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Canonical is body in canonical form (see NewKey). Numbers are kept as
@@ -18,12 +19,43 @@ import (
 // as written; one with escapes is decoded and written back with only the
 // escapes JSON requires, so both spellings of a string give the same bytes.
 func Canonical(body []byte) ([]byte, error) {
-	c := canonicalizer{in: body}
+	return appendCanonical(make([]byte, 0, len(body)), body)
+}
+
+// appendCanonical appends body's canonical form to out, with a pooled
+// canonicalizer's scratch.
+func appendCanonical(out, body []byte) ([]byte, error) {
+	c := canonicalizers.Get().(*canonicalizer)
+	c.in, c.i, c.level = body, 0, 0
+	out, err := c.appendCanonical(out)
+	c.in = nil
+	if c.scratchBytes() <= maxPooledScratch {
+		canonicalizers.Put(c)
+	}
+	return out, err
+}
+
+var canonicalizers = sync.Pool{New: func() any { return new(canonicalizer) }}
+
+// maxPooledScratch is the scratch a pooled canonicalizer may keep: a
+// large body's is left to the collector rather than held for small ones.
+const maxPooledScratch = 64 << 10
+
+func (c *canonicalizer) scratchBytes() int {
+	n := cap(c.scratch) * int(unsafe.Sizeof(objectScratch{}))
+	for _, s := range c.scratch {
+		n += cap(s.vals) + cap(s.ms)*int(unsafe.Sizeof(member{}))
+	}
+	return n
+}
+
+// appendCanonical appends c.in's canonical form to out.
+func (c *canonicalizer) appendCanonical(out []byte) ([]byte, error) {
 	c.space()
 	if c.i >= len(c.in) || c.in[c.i] != '{' {
 		return nil, ErrNotObject
 	}
-	out, err := c.object(make([]byte, 0, len(body)), true, 0)
+	out, err := c.object(out, true, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +72,17 @@ const maxDepth = 10000
 type canonicalizer struct {
 	in []byte
 	i  int
+	// scratch is each object nesting level's members and values, reused
+	// by the next object at that level: a request's objects then cost no
+	// allocation past the first at each level (and none with a pooled
+	// canonicalizer, see NewKey).
+	scratch []objectScratch
+	level   int
+}
+
+type objectScratch struct {
+	ms   []member
+	vals []byte
 }
 
 func (c *canonicalizer) space() {
@@ -92,8 +135,8 @@ func (c *canonicalizer) value(out []byte, depth int) ([]byte, error) {
 var literals = [][]byte{[]byte("true"), []byte("false"), []byte("null")}
 
 type member struct {
-	key      string
-	from, to int // the value in the object's scratch buffer
+	key      []byte // unquoted: as written, or decoded when it had escapes
+	from, to int    // the value in the object's scratch buffer
 }
 
 // object appends the object at c.i, its members sorted by key (stable:
@@ -103,13 +146,22 @@ func (c *canonicalizer) object(out []byte, top bool, depth int) ([]byte, error) 
 		return nil, ErrNotObject
 	}
 	c.i++ // '{'
-	var ms []member
-	var vals []byte
 	c.space()
 	if c.i < len(c.in) && c.in[c.i] == '}' {
 		c.i++
 		return append(out, '{', '}'), nil
 	}
+	lvl := c.level
+	if lvl == len(c.scratch) {
+		c.scratch = append(c.scratch, objectScratch{})
+	}
+	ms, vals := c.scratch[lvl].ms[:0], c.scratch[lvl].vals[:0]
+	c.level++
+	defer func() {
+		c.level--
+		clear(ms) // the keys point into this body: not kept past it
+		c.scratch[lvl] = objectScratch{ms: ms[:0], vals: vals[:0]}
+	}()
 	for {
 		c.space()
 		if c.i >= len(c.in) || c.in[c.i] != '"' {
@@ -119,8 +171,11 @@ func (c *canonicalizer) object(out []byte, top bool, depth int) ([]byte, error) 
 		if err != nil {
 			return nil, err
 		}
+		var key []byte
 		if raw != nil {
-			k = string(raw[1 : len(raw)-1])
+			key = raw[1 : len(raw)-1]
+		} else {
+			key = []byte(k) // rare: a key with escapes
 		}
 		c.space()
 		if c.i >= len(c.in) || c.in[c.i] != ':' {
@@ -131,10 +186,10 @@ func (c *canonicalizer) object(out []byte, top bool, depth int) ([]byte, error) 
 		if vals, err = c.value(vals, depth); err != nil {
 			return nil, err
 		}
-		if top && (k == "stream" || k == "stream_options") {
+		if top && (string(key) == "stream" || string(key) == "stream_options") {
 			vals = vals[:from]
 		} else {
-			ms = append(ms, member{k, from, len(vals)})
+			ms = append(ms, member{key, from, len(vals)})
 		}
 		c.space()
 		if c.i >= len(c.in) {
@@ -149,7 +204,7 @@ func (c *canonicalizer) object(out []byte, top bool, depth int) ([]byte, error) 
 		}
 		c.i++
 	}
-	slices.SortStableFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
 	out = append(out, '{')
 	for i, m := range ms {
 		if i > 0 {
@@ -199,7 +254,7 @@ func (c *canonicalizer) array(out []byte, depth int) ([]byte, error) {
 // str reads the string at c.i. When it has no escape and is valid UTF-8,
 // raw is it as written, quotes included, which is its canonical form;
 // else s is its value.
-func (c *canonicalizer) str() (raw []byte, s string, err error) {
+func (c *canonicalizer) str() (raw []byte, _ string, err error) {
 	start := c.i
 	c.i++ // '"'
 	escaped := false
@@ -212,6 +267,9 @@ func (c *canonicalizer) str() (raw []byte, s string, err error) {
 			}
 			// Escapes and invalid UTF-8 (read as U+FFFD) are rare in a
 			// request: encoding/json decodes them.
+			// s is declared here: a named result's address taken would
+			// put it on the heap on every call, escapes or not.
+			var s string
 			if err := json.Unmarshal(c.in[start:c.i], &s); err != nil {
 				return nil, "", ErrNotObject
 			}
@@ -267,7 +325,7 @@ func (c *canonicalizer) number() bool {
 // appendString writes s as a JSON string with only the escapes JSON
 // requires (quote, backslash, control characters), so a string written
 // without escapes comes out as it was written.
-func appendString(out []byte, s string) []byte {
+func appendString[S ~string | ~[]byte](out []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	out = append(out, '"')
 	for i := 0; i < len(s); i++ {

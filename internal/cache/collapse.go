@@ -12,22 +12,21 @@ import (
 // waiter's deadline never depends on the leader's and every wait ends.
 type Flights struct {
 	mu sync.Mutex
-	m  map[Key]*flight
+	m  map[Key]*Flight
 }
 
-type flight struct {
-	done  chan struct{} // closed by the leader's Done
-	entry Entry
-	ok    bool // the leader stored an answer
-}
-
-// Flight is the leader's handle: it must call Done exactly once, with the
-// answer it stored or ok false when it has none (it failed, was cut, or
-// its answer is not storable), which sends the waiters their own way.
+// Flight is one key's flight; its leader holds it and must call Done
+// exactly once, with the answer it stored or ok false when it has none (it
+// failed, was cut, or its answer is not storable), which sends the waiters
+// their own way.
 type Flight struct {
 	fs  *Flights
 	key Key
-	f   *flight
+	// done is made by the first waiter, under fs.mu: most flights have
+	// none, and cost then one allocation. Closed by Done.
+	done  chan struct{}
+	entry Entry
+	ok    bool // the leader stored an answer
 }
 
 // Join leads the flight for k, returning its handle, or, when another
@@ -37,31 +36,39 @@ type Flight struct {
 func (fs *Flights) Join(ctx context.Context, k Key) (lead *Flight, e Entry, ok bool) {
 	fs.mu.Lock()
 	if fs.m == nil {
-		fs.m = map[Key]*flight{}
+		fs.m = map[Key]*Flight{}
 	}
 	f, running := fs.m[k]
 	if !running {
-		f = &flight{done: make(chan struct{})}
+		f = &Flight{fs: fs, key: k}
 		fs.m[k] = f
 		fs.mu.Unlock()
-		return &Flight{fs: fs, key: k, f: f}, Entry{}, false
+		return f, Entry{}, false
 	}
+	if f.done == nil {
+		f.done = make(chan struct{})
+	}
+	done := f.done
 	fs.mu.Unlock()
 	select {
-	case <-f.done:
+	case <-done:
 		return nil, f.entry, f.ok
 	case <-ctx.Done():
 		return nil, Entry{}, false
 	}
 }
 
-// Done ends the flight: the waiters get e when ok.
-func (fl *Flight) Done(e Entry, ok bool) {
-	fl.fs.mu.Lock()
-	if fl.fs.m[fl.key] == fl.f {
-		delete(fl.fs.m, fl.key)
+// Done ends the flight: the waiters get e when ok. Once it left the map
+// no waiter can join, so a flight without done by then has none.
+func (f *Flight) Done(e Entry, ok bool) {
+	f.fs.mu.Lock()
+	if f.fs.m[f.key] == f {
+		delete(f.fs.m, f.key)
 	}
-	fl.fs.mu.Unlock()
-	fl.f.entry, fl.f.ok = e, ok
-	close(fl.f.done)
+	done := f.done
+	f.fs.mu.Unlock()
+	f.entry, f.ok = e, ok
+	if done != nil {
+		close(done)
+	}
 }

@@ -3,7 +3,6 @@ package cache
 import (
 	"crypto/sha256"
 	"errors"
-	"strings"
 )
 
 // Identity is what a key is computed over besides the body: the client
@@ -28,30 +27,24 @@ var ErrNotObject = errors.New("cache: request body is not a JSON object")
 // is called only on cached routes, once per request, over the bytes the
 // handler already read.
 func NewKey(id Identity, body []byte) (Key, error) {
-	h := sha256.New()
 	// Length-prefixed parts: no identity can be made to collide with
-	// another by moving bytes between its fields.
+	// another by moving bytes between its fields. They and the canonical
+	// body are hashed in one buffer, so a key costs two allocations: the
+	// buffer and the key itself.
+	buf := make([]byte, 0, 12+len(id.Route)+len(id.Scope)+len(id.Model)+len(body))
 	for _, s := range []string{id.Route, id.Scope, id.Model} {
-		var n [4]byte
-		n[0], n[1], n[2], n[3] = byte(len(s)>>24), byte(len(s)>>16), byte(len(s)>>8), byte(len(s))
-		h.Write(n[:])
-		h.Write([]byte(s))
+		buf = append(buf, byte(len(s)>>24), byte(len(s)>>16), byte(len(s)>>8), byte(len(s)))
+		buf = append(buf, s...)
 	}
-	canon, err := Canonical(body)
+	buf, err := appendCanonical(buf, body)
 	if err != nil {
 		return "", err
 	}
-	h.Write(canon)
-	return Key(hexString(h.Sum(nil))), nil
-}
-
-func hexString(b []byte) string {
+	sum := sha256.Sum256(buf)
+	var hex [2 * sha256.Size]byte
 	const digits = "0123456789abcdef"
-	var sb strings.Builder
-	sb.Grow(2 * len(b))
-	for _, c := range b {
-		sb.WriteByte(digits[c>>4])
-		sb.WriteByte(digits[c&15])
+	for i, c := range sum {
+		hex[2*i], hex[2*i+1] = digits[c>>4], digits[c&15]
 	}
-	return sb.String()
+	return Key(hex[:]), nil
 }
