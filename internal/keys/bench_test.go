@@ -98,7 +98,9 @@ func BenchmarkGCWith100k(b *testing.B) {
 		team   string
 		owners []string
 	}
-	s := NewSet(benchKeys(100_000), func(k *Key) any { return &view{limits: [4]int{1, 2, 3, 4}, team: k.Team, owners: []string{k.Name, k.Team}} })
+	s := NewSet(benchKeys(100_000), func(k *Key) any {
+		return &view{limits: [4]int{1, 2, 3, 4}, team: k.Team, owners: []string{k.Name, k.Team}}
+	})
 	now := time.Now()
 	for i := 0; i < 100_000; i += 10 {
 		d := Digest(fmt.Sprintf("secret-%d", i))
