@@ -10,14 +10,23 @@ import (
 )
 
 // queue is the span processor between ended spans and the exporter: a
-// bounded channel and one goroutine that exports in batches. The SDK's
+// bounded buffer and one goroutine that exports in batches. The SDK's
 // BatchSpanProcessor drops silently when full; this one counts every span
 // it lets go (a full queue, a failed or timed-out export), so that a
 // collector that is down or slow shows on the metrics while requests never
 // wait for it.
+//
+// Ended spans wait in a mutex-guarded slice, not a channel: a send to the
+// exporting goroutine parked on a channel wakes it, one futex hand-off and
+// context switch per span (two spans a request), while the slice is taken
+// on the export tick, or at once when a batch is full.
 type queue struct {
 	exp     sdktrace.SpanExporter
-	spans   chan sdktrace.ReadOnlySpan
+	mu      sync.Mutex
+	pending []sdktrace.ReadOnlySpan // ended spans not yet taken; at most size
+	spare   []sdktrace.ReadOnlySpan // the run goroutine's: the last taken slice, emptied
+	size    int
+	full    chan struct{} // a batch is pending: export now (cap 1)
 	flush   chan chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -47,7 +56,7 @@ func newQueue(exp sdktrace.SpanExporter, size, batch int, delay, timeout time.Du
 	if dropped == nil {
 		dropped = func(int) {}
 	}
-	q := &queue{exp: exp, spans: make(chan sdktrace.ReadOnlySpan, size), flush: make(chan chan struct{}),
+	q := &queue{exp: exp, size: size, full: make(chan struct{}, 1), flush: make(chan chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{}), batch: batch, delay: delay, timeout: timeout, dropped: dropped}
 	go q.run()
 	return q
@@ -65,63 +74,67 @@ func (q *queue) OnEnd(s sdktrace.ReadOnlySpan) {
 		q.dropped(1)
 		return
 	}
-	select {
-	case q.spans <- s:
-	default:
+	q.mu.Lock()
+	n := len(q.pending)
+	if n >= q.size {
+		q.mu.Unlock()
 		q.dropped(1)
+		return
+	}
+	q.pending = append(q.pending, s)
+	q.mu.Unlock()
+	if n+1 == q.batch {
+		select {
+		case q.full <- struct{}{}:
+		default: // already told
+		}
 	}
 }
 
 func (q *queue) run() {
 	defer close(q.done)
-	buf := make([]sdktrace.ReadOnlySpan, 0, q.batch)
 	tick := time.NewTicker(q.delay)
 	defer tick.Stop()
 	for {
 		select {
-		case s := <-q.spans:
-			if buf = append(buf, s); len(buf) >= q.batch {
-				buf = q.export(buf)
-			}
+		case <-q.full:
+			q.exportPending()
 		case <-tick.C:
-			buf = q.export(buf)
+			q.exportPending()
 		case ack := <-q.flush:
-			buf = q.export(q.drain(buf))
+			q.exportPending()
 			close(ack)
 		case <-q.stop:
-			q.export(q.drain(buf))
+			q.exportPending()
 			return
 		}
 	}
 }
 
-// drain takes every span queued now, exporting full batches on the way.
-func (q *queue) drain(buf []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
-	for {
-		select {
-		case s := <-q.spans:
-			if buf = append(buf, s); len(buf) >= q.batch {
-				buf = q.export(buf)
-			}
-		default:
-			return buf
-		}
+// exportPending takes every span ended so far and exports them in batches.
+// Taking swaps the pending slice for the emptied spare one, so neither is
+// reallocated once grown.
+func (q *queue) exportPending() {
+	q.mu.Lock()
+	taken := q.pending
+	q.pending = q.spare[:0]
+	q.mu.Unlock()
+	for rest := taken; len(rest) > 0; {
+		n := min(len(rest), q.batch)
+		q.export(rest[:n])
+		rest = rest[n:]
 	}
+	clear(taken) // the spans are the exporter's now: keep no reference
+	q.spare = taken[:0]
 }
 
-// export sends buf and returns it emptied; its spans are counted dropped
-// when the export fails.
-func (q *queue) export(buf []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
-	if len(buf) == 0 {
-		return buf
-	}
+// export sends buf; its spans are counted dropped when the export fails.
+func (q *queue) export(buf []sdktrace.ReadOnlySpan) {
 	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
 	if err := q.exp.ExportSpans(ctx, buf); err != nil {
 		q.dropped(len(buf))
 	}
 	cancel()
-	clear(buf)
-	return buf[:0]
 }
 
 // ForceFlush exports what is queued now, within ctx.

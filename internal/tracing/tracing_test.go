@@ -103,6 +103,38 @@ func TestQueueDropsWhenFull(t *testing.T) {
 	}
 }
 
+// TestQueueExportsFullBatch: ended spans wait for the export tick (an
+// hour here), except that a full batch wakes the exporter, which then
+// takes whatever has ended by then; shutdown exports the rest.
+func TestQueueExportsFullBatch(t *testing.T) {
+	exp := &blockingExporter{release: make(chan struct{})}
+	close(exp.release)
+	tr, err := WithExporter(Config{QueueSize: 64, BatchSize: 8, DelayMS: 3_600_000}, exp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := func(n int) {
+		for range n {
+			_, span := tr.tr.Start(context.Background(), "s")
+			span.End()
+		}
+	}
+	end(8 + 3)
+	deadline := time.Now().Add(5 * time.Second)
+	for exp.got.Load() < 8 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := exp.got.Load(); got < 8 {
+		t.Fatalf("exported %d spans 5 s after a full batch of 8 ended, want it exported without the tick", got)
+	}
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := exp.got.Load(); got != 11 {
+		t.Errorf("exported %d spans after shutdown, want 11", got)
+	}
+}
+
 // TestQueueCountsFailedExports: an export that fails drops its batch,
 // counted.
 func TestQueueCountsFailedExports(t *testing.T) {
