@@ -202,6 +202,16 @@ func routesYAML(mockURL, clientKey string, hangingRounds int, translate bool) st
 		xp, xm := translateRoutes(mockURL)
 		providers, models = providers+xp, models+xm
 	}
+	return fmt.Sprintf(`%s    forward_headers: [X-Mock-Chunks, X-Mock-Chunk-Interval] # the phases shape the mock's streams
+%smodels:
+%s%sclients:
+  - { name: bench, key_sha256: "%s", priority: interactive }
+`, mockProviderYAML(mockURL), providers, benchModelYAML(), models, hex.EncodeToString(sum[:]))
+}
+
+// mockProviderYAML is the providers section's head: the mock, the first
+// provider of every gateway the benchmark starts.
+func mockProviderYAML(mockURL string) string {
 	return fmt.Sprintf(`providers:
   - name: mock
     format: openai
@@ -209,32 +219,22 @@ func routesYAML(mockURL, clientKey string, hangingRounds int, translate bool) st
     api_keys: ["${BENCH_UPSTREAM_KEY}"]
     max_concurrency: 4096
     timeouts: { connect: 2s, first_byte: 10s, total: 60s }
-    forward_headers: [X-Mock-Chunks, X-Mock-Chunk-Interval] # the phases shape the mock's streams
-%smodels:
-  - name: %s
+`, mockURL)
+}
+
+// benchModelYAML is the benchmark's model on the mock, a models list item.
+func benchModelYAML() string {
+	return fmt.Sprintf(`  - name: %s
     candidates:
       - { provider: mock, model: %s }
-%sclients:
-  - { name: bench, key_sha256: "%s", priority: interactive }
-`, mockURL, providers, benchModel, benchModel, models, hex.EncodeToString(sum[:]))
+`, benchModel, benchModel)
 }
 
 // phaseRoutes is the routes file of a phase's own gateway: the mock as the
 // one provider and the bench model, then extra: more models (list items),
 // and then other sections (clients: ...). Without clients the API is open.
 func phaseRoutes(mockURL, extra string) string {
-	return fmt.Sprintf(`providers:
-  - name: mock
-    format: openai
-    base_url: %s/v1
-    api_keys: ["${BENCH_UPSTREAM_KEY}"]
-    max_concurrency: 4096
-    timeouts: { connect: 2s, first_byte: 10s, total: 60s }
-models:
-  - name: %s
-    candidates:
-      - { provider: mock, model: %s }
-%s`, mockURL, benchModel, benchModel, extra)
+	return mockProviderYAML(mockURL) + "models:\n" + benchModelYAML() + extra
 }
 
 // startPhaseGateway starts a gateway of a phase's own, named name, with
