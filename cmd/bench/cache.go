@@ -31,10 +31,18 @@ type cacheSpec struct {
 	rounds   int
 }
 
-const cachedModel = "bench-cached"
+// cachedModel and uncachedModel are routes of the same candidate that
+// differ only in the cache block: each renames the model for the provider
+// (benchModel), so neither pays for a rewrite the other does not.
+const (
+	cachedModel   = "bench-cached"
+	uncachedModel = "bench-uncached"
+)
 
 // cacheRuns are the runs of a round, by name.
-var cacheRuns = []string{"hit", "baseline", "miss", "uncached"}
+// direct (the instant mock with no proxy) is the floor a hit is read
+// against; it is in the table, not in a target.
+var cacheRuns = []string{"hit", "baseline", "direct", "miss", "uncached"}
 
 type cacheRun struct {
 	run runResult
@@ -66,7 +74,10 @@ func (b *bencher) runCache(ctx context.Context, res *cacheResult) error {
     cache: { ttl: 1h, scope: shared }
     candidates:
       - { provider: mock, model: %s }
-`, cachedModel, benchModel)
+  - name: %s
+    candidates:
+      - { provider: mock, model: %s }
+`, cachedModel, benchModel, uncachedModel, benchModel)
 	if err := os.WriteFile(routes, []byte(phaseRoutes(b.st.mockURL, cached)), 0o600); err != nil {
 		return err
 	}
@@ -87,10 +98,26 @@ func (b *bencher) runCache(ctx context.Context, res *cacheResult) error {
 	hit := b.nonStreaming()
 	hit.body = bytes.Replace(hit.body, []byte(`"model":"`+benchModel+`"`), []byte(`"model":"`+cachedModel+`"`), 1)
 	miss := &request{body: bytes.Replace(hit.body, []byte("one short sentence."), []byte("one short sentence. #N#"), 1), header: hit.header}
-	uncached := &request{body: bytes.Replace(miss.body, []byte(cachedModel), []byte(benchModel), 1), header: hit.header}
+	uncached := &request{body: bytes.Replace(miss.body, []byte(cachedModel), []byte(uncachedModel), 1), header: hit.header}
 	instant := b.nonStreaming()
 	instant.header = b.header(map[string]string{"X-Mock-Latency": "0s"})
 
+	// hit, baseline and direct are timed with the lean client (leanclient.go).
+	leanHit, err := newLeanClient(base+chatPath, hit)
+	if err != nil {
+		return err
+	}
+	defer leanHit.close()
+	leanBase, err := newLeanClient(b.urls[baseline]+chatPath, instant)
+	if err != nil {
+		return err
+	}
+	defer leanBase.close()
+	leanDirect, err := newLeanClient(b.urls[direct]+chatPath, instant)
+	if err != nil {
+		return err
+	}
+	defer leanDirect.close()
 	plain := newClient()
 	defer plain.CloseIdleConnections()
 	distinct := &http.Client{Transport: &distinctBodies{next: plain.Transport}}
@@ -98,10 +125,11 @@ func (b *bencher) runCache(ctx context.Context, res *cacheResult) error {
 	warm := run
 	warm.duration = time.Second
 	for name, w := range map[string]func() runResult{
-		"hit":      func() runResult { return openLoop(ctx, plain, base+chatPath, hit, warm) },
+		"hit":      func() runResult { return openLoopWith(ctx, warm, leanHit.do) },
 		"miss":     func() runResult { return openLoop(ctx, distinct, base+chatPath, miss, warm) },
 		"uncached": func() runResult { return openLoop(ctx, distinct, base+chatPath, uncached, warm) },
-		"baseline": func() runResult { return openLoop(ctx, b.clients[baseline], b.urls[baseline]+chatPath, instant, warm) },
+		"baseline": func() runResult { return openLoopWith(ctx, warm, leanBase.do) },
+		"direct":   func() runResult { return openLoopWith(ctx, warm, leanDirect.do) },
 	} {
 		if r := w(); runErrors(r) > 0 {
 			return fmt.Errorf("%s warm-up: %d of %d requests failed (first: %s)", name, runErrors(r), len(r.samples), firstErr(r))
@@ -121,20 +149,23 @@ func (b *bencher) runCache(ctx context.Context, res *cacheResult) error {
 			var r runResult
 			switch name {
 			case "hit":
-				r = openLoop(ctx, plain, base+chatPath, hit, run)
+				r = openLoopWith(ctx, run, leanHit.do)
 			case "baseline":
-				r = openLoop(ctx, b.clients[baseline], b.urls[baseline]+chatPath, instant, run)
+				r = openLoopWith(ctx, run, leanBase.do)
+			case "direct":
+				r = openLoopWith(ctx, run, leanDirect.do)
 			case "miss":
 				r = openLoop(ctx, distinct, base+chatPath, miss, run)
 			case "uncached":
 				r = openLoop(ctx, distinct, base+chatPath, uncached, run)
 			}
 			cr := cacheRun{run: r}
-			if name != "baseline" {
+			if name != "baseline" && name != "direct" {
 				cr.cpu = b.procCPU(gw) - c0
 			}
 			rr[name] = cr
-			logf("cache round %d %-9s %5d req %3d err  p50 %s ms", round+1, name, len(r.samples), runErrors(r), ms(pct(totals(r), 0.5)))
+			logf("cache round %d %-9s %5d req %3d err  p50 %s ms  gateway CPU %.0f µs/req", round+1, name, len(r.samples), runErrors(r), ms(pct(totals(r), 0.5)),
+				float64(cr.cpu.Microseconds())/float64(max(len(r.samples), 1)))
 		}
 		res.rounds = append(res.rounds, rr)
 	}
@@ -219,7 +250,7 @@ func (r *cacheResult) missCPURatio() float64 {
 }
 
 func (r *cacheResult) write(w io.Writer) {
-	fmt.Fprintf(w, "\nResponse cache (issue 33): a gateway with an in-process cache (records off) serving a cached and an uncached model; %d RPS non-stream, %v per run, %d rounds of hits (one stored request), the bare proxy to the mock answering at once (X-Mock-Latency: 0s), misses (every body distinct, cached model) and the same distinct bodies to the uncached model, in a rotated order. Latencies are medians over rounds; CPU per request is over all rounds.\n\n",
+	fmt.Fprintf(w, "\nResponse cache (issue 33): a gateway with an in-process cache (records off) serving a cached and an uncached model; %d RPS non-stream, %v per run, %d rounds of hits (one stored request), the bare proxy to the mock answering at once (X-Mock-Latency: 0s), the same mock without a proxy (direct, the floor), misses (every body distinct, cached model) and the same distinct bodies to the uncached model, in a rotated order. Latencies are medians over rounds; CPU per request is over all rounds.\n\n",
 		r.spec.rate, r.spec.duration, r.spec.rounds)
 	if !r.measured() {
 		fmt.Fprintf(w, "Not measured: %s\n", r.err)
@@ -236,7 +267,7 @@ func (r *cacheResult) write(w io.Writer) {
 			p50, p99 = append(p50, pct(t, 0.5)), append(p99, pct(t, 0.99))
 		}
 		cpu := "–"
-		if name != "baseline" {
+		if name != "baseline" && name != "direct" {
 			cpu = fmt.Sprintf("%.0f", r.cpuPerRequest(name))
 		}
 		tb.add(name, fmt.Sprintf("%d / %d", n, e), ms(median(p50))+" / "+ms(median(p99)), cpu)
@@ -255,7 +286,7 @@ func (r *cacheResult) errs() map[string]int {
 	m := map[string]int{}
 	for _, rr := range r.rounds {
 		for name, run := range rr {
-			if name == "baseline" {
+			if name == "baseline" || name == "direct" {
 				continue
 			}
 			for _, s := range run.run.samples {

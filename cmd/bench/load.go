@@ -154,6 +154,11 @@ type runResult struct {
 // is what a coordinated-omission-free measurement needs. lag records how late each
 // request was actually sent, to judge the driver itself.
 func openLoop(ctx context.Context, c *http.Client, url string, rq *request, spec openLoopSpec) runResult {
+	return openLoopWith(ctx, spec, func(rctx context.Context, at time.Time) sample { return do(rctx, c, url, rq, at) })
+}
+
+// openLoopWith is openLoop with the request sent by send, timed from at.
+func openLoopWith(ctx context.Context, spec openLoopSpec, send func(ctx context.Context, at time.Time) sample) runResult {
 	n := int(int64(spec.rate) * int64(spec.duration) / int64(time.Second))
 	interval := time.Second / time.Duration(spec.rate)
 	res := runResult{samples: make([]sample, n), lag: make([]time.Duration, n)}
@@ -190,7 +195,7 @@ dispatch:
 		go func(i int, at time.Time) {
 			defer wg.Done()
 			rctx, rcancel := context.WithTimeout(ctx, spec.timeout)
-			res.samples[i] = cutShort(ctx, do(rctx, c, url, rq, at))
+			res.samples[i] = cutShort(ctx, send(rctx, at))
 			rcancel()
 			<-sem
 		}(i, at)

@@ -190,9 +190,9 @@ func (s *Server) serveHit(w http.ResponseWriter, e cache.Entry, route upstream.R
 	}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
-	if chat.Stream {
-		_ = http.NewResponseController(w).Flush()
-	}
+	// Flushed here, not when the handler returns: the hit's record and
+	// metrics come after it, and the client need not wait for them.
+	_ = http.NewResponseController(w).Flush()
 	return true
 }
 
