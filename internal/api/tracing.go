@@ -28,7 +28,7 @@ func traced(t *tracing.Tracer) func(http.Handler) http.Handler {
 			defer func() {
 				// A handler that panicked (http.ErrAbortHandler included)
 				// never set done: its span still ends, as aborted.
-				tracing.EndRequest(span, sw.code, !done)
+				span.End(sw.code, !done)
 			}()
 			next.ServeHTTP(sw, r.WithContext(ctx))
 			done = true

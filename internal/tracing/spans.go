@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,21 +31,43 @@ type Tracer struct {
 	prop propagation.TraceContext
 }
 
+// RequestSpan is one API request's server span. Its attributes are held
+// here and given to the span once, when it ends: the SDK copies what it is
+// given at start and again at every SetAttributes, and a traced request
+// paid for both. No sampler of the gateway's reads attributes at start
+// (samplerOf), so nothing decides on them before they are set.
+type RequestSpan struct {
+	span  trace.Span
+	attrs [9]attribute.KeyValue
+	n     int
+}
+
 // StartRequest continues the inbound W3C trace context of r, if any, with
 // the server span of one API request; route is the API path template.
-// The caller ends the span with EndRequest.
-func (t *Tracer) StartRequest(r *http.Request, route, requestID string) (context.Context, trace.Span) {
+// The caller ends the span with End.
+func (t *Tracer) StartRequest(r *http.Request, route, requestID string) (context.Context, *RequestSpan) {
 	ctx := t.prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	attrs := []attribute.KeyValue{
-		attribute.String("http.request.method", r.Method),
-		attribute.String("http.route", route),
-		attribute.String("url.path", r.URL.Path),
-		attribute.String("url.scheme", scheme(r)),
-		attribute.String("server.address", r.Host),
-		attribute.String("network.protocol.version", strconv.Itoa(r.ProtoMajor)+"."+strconv.Itoa(r.ProtoMinor)),
-		attribute.String("llmgw.request_id", requestID),
+	rs := &RequestSpan{}
+	rs.attrs[0] = attribute.String("http.request.method", r.Method)
+	rs.attrs[1] = attribute.String("http.route", route)
+	rs.attrs[2] = attribute.String("url.path", r.URL.Path)
+	rs.attrs[3] = attribute.String("url.scheme", scheme(r))
+	rs.attrs[4] = attribute.String("server.address", r.Host)
+	rs.attrs[5] = attribute.String("network.protocol.version", protoVersion(r))
+	rs.attrs[6] = attribute.String("llmgw.request_id", requestID)
+	rs.n = 7
+	ctx, rs.span = t.tr.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer))
+	return ctx, rs
+}
+
+func protoVersion(r *http.Request) string {
+	switch {
+	case r.ProtoMajor == 1 && r.ProtoMinor == 1:
+		return "1.1"
+	case r.ProtoMajor == 2 && r.ProtoMinor == 0:
+		return "2"
 	}
-	return t.tr.Start(ctx, r.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+	return strconv.Itoa(r.ProtoMajor) + "." + strconv.Itoa(r.ProtoMinor)
 }
 
 func scheme(r *http.Request) string {
@@ -53,22 +77,26 @@ func scheme(r *http.Request) string {
 	return "http"
 }
 
-// EndRequest ends a request's server span with the status code it
-// answered; aborted means the handler broke the response off (a cut
-// stream, a panic), which is an error whatever the code said.
-func EndRequest(span trace.Span, code int, aborted bool) {
+// End ends a request's server span with the status code it answered;
+// aborted means the handler broke the response off (a cut stream, a
+// panic), which is an error whatever the code said.
+func (rs *RequestSpan) End(code int, aborted bool) {
 	if code != 0 {
-		span.SetAttributes(attribute.Int("http.response.status_code", code))
+		rs.attrs[rs.n] = attribute.Int("http.response.status_code", code)
+		rs.n++
 	}
 	switch {
 	case aborted:
-		span.SetAttributes(attribute.String("error.type", "aborted"))
-		span.SetStatus(codes.Error, "response aborted")
+		rs.attrs[rs.n] = attribute.String("error.type", "aborted")
+		rs.n++
+		rs.span.SetStatus(codes.Error, "response aborted")
 	case code >= 500:
-		span.SetAttributes(attribute.String("error.type", strconv.Itoa(code)))
-		span.SetStatus(codes.Error, "")
+		rs.attrs[rs.n] = attribute.String("error.type", strconv.Itoa(code))
+		rs.n++
+		rs.span.SetStatus(codes.Error, "")
 	}
-	span.End()
+	rs.span.SetAttributes(rs.attrs[:rs.n]...)
+	rs.span.End()
 }
 
 // TraceID is the trace of ctx's span as 32 hex digits, "" without one.
@@ -121,7 +149,14 @@ func (t *Tracer) Attempt(ctx context.Context, at *Attempt) {
 		end = start
 	}
 	ctx = context.WithValue(ctx, presetKey{}, SpanID(row.RequestID, row.Index, row.StartedAt))
-	attrs := make([]attribute.KeyValue, 0, 22)
+	// The span copies its attributes (SetAttributes below); the buffer
+	// they are gathered in goes back to the pool.
+	buf := attrPool.Get().(*[]attribute.KeyValue)
+	defer func() {
+		clear(*buf)
+		attrPool.Put(buf)
+	}()
+	attrs := (*buf)[:0]
 	attrs = append(attrs,
 		attribute.String("gen_ai.operation.name", at.Operation),
 		attribute.String("gen_ai.provider.name", ProviderName(at.Format)),
@@ -131,10 +166,10 @@ func (t *Tracer) Attempt(ctx context.Context, at *Attempt) {
 		attribute.String("llmgw.candidate.status", row.Status),
 		attribute.Bool("llmgw.hedge", at.Hedge),
 	)
-	if u, err := url.Parse(row.Endpoint); err == nil && u.Hostname() != "" {
-		attrs = append(attrs, attribute.String("server.address", u.Hostname()))
-		if p, err := strconv.Atoi(u.Port()); err == nil {
-			attrs = append(attrs, attribute.Int("server.port", p))
+	if host, port := endpointAddress(row.Endpoint); host != "" {
+		attrs = append(attrs, attribute.String("server.address", host))
+		if port > 0 {
+			attrs = append(attrs, attribute.Int("server.port", port))
 		}
 	}
 	if row.RetryIndex > 0 {
@@ -173,8 +208,15 @@ func (t *Tracer) Attempt(ctx context.Context, at *Attempt) {
 	if admitted {
 		attrs = append(attrs, attribute.Float64("llmgw.admission.wait_ms", millis(row.StartedAt.Sub(at.Queued))))
 	}
+	if row.Status == report.CandidateFailed {
+		// The error type only: a provider's message may echo the prompt.
+		attrs = append(attrs, attribute.String("error.type", row.ErrorType))
+	}
+	// The attributes are set once, after Start: given to Start they were
+	// copied twice (RequestSpan says why that is safe).
 	_, span := t.tr.Start(ctx, at.Operation+" "+row.Model, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+		trace.WithTimestamp(start))
+	span.SetAttributes(attrs...)
 	if admitted {
 		span.AddEvent("admitted", trace.WithTimestamp(row.StartedAt))
 	}
@@ -185,12 +227,52 @@ func (t *Tracer) Attempt(ctx context.Context, at *Attempt) {
 		span.AddEvent("committed", trace.WithTimestamp(at.Committed))
 	}
 	if row.Status == report.CandidateFailed {
-		// The error type only: a provider's message may echo the prompt.
-		span.SetAttributes(attribute.String("error.type", row.ErrorType))
 		span.SetStatus(codes.Error, row.ErrorType)
 	}
 	span.End(trace.WithTimestamp(end))
+	*buf = attrs
 }
+
+// attrPool holds the buffers attempt spans gather their attributes in.
+var attrPool = sync.Pool{New: func() any {
+	b := make([]attribute.KeyValue, 0, 24)
+	return &b
+}}
+
+// endpointAddress is the host and port (0 when none) of a provider's
+// endpoint URL, parsed once per endpoint: the endpoints are the routes
+// file's few, and a parse per attempt was a tenth of an attempt span's
+// allocations. Past maxEndpoints distinct ones (a routes file reloaded
+// many times) they are parsed each time rather than kept.
+func endpointAddress(endpoint string) (string, int) {
+	if v, ok := endpoints.Load(endpoint); ok {
+		a := v.(hostPort)
+		return a.host, a.port
+	}
+	var a hostPort
+	if u, err := url.Parse(endpoint); err == nil {
+		a.host = u.Hostname()
+		a.port, _ = strconv.Atoi(u.Port())
+	}
+	if endpointCount.Load() < maxEndpoints {
+		if _, loaded := endpoints.LoadOrStore(endpoint, a); !loaded {
+			endpointCount.Add(1)
+		}
+	}
+	return a.host, a.port
+}
+
+type hostPort struct {
+	host string
+	port int
+}
+
+const maxEndpoints = 1024
+
+var (
+	endpoints     sync.Map // endpoint URL → hostPort
+	endpointCount atomic.Int64
+)
 
 func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
