@@ -29,22 +29,33 @@ var ErrNotObject = errors.New("cache: request body is not a JSON object")
 func NewKey(id Identity, body []byte) (Key, error) {
 	// Length-prefixed parts: no identity can be made to collide with
 	// another by moving bytes between its fields. They and the canonical
-	// body are hashed in one buffer, so a key costs two allocations: the
-	// buffer and the key itself.
-	buf := make([]byte, 0, 12+len(id.Route)+len(id.Scope)+len(id.Model)+len(body))
+	// body are hashed in one buffer, a pooled canonicalizer's, so a key
+	// costs one allocation: the key itself.
+	c := canonicalizers.Get().(*canonicalizer)
+	buf := c.hashed[:0]
 	for _, s := range []string{id.Route, id.Scope, id.Model} {
 		buf = append(buf, byte(len(s)>>24), byte(len(s)>>16), byte(len(s)>>8), byte(len(s)))
 		buf = append(buf, s...)
 	}
-	buf, err := appendCanonical(buf, body)
+	c.in, c.i, c.level = body, 0, 0
+	out, err := c.appendCanonical(buf)
+	c.in = nil
+	var sum [sha256.Size]byte
+	if err == nil {
+		sum = sha256.Sum256(out)
+		buf = out
+	}
+	c.hashed = buf[:0]
+	if c.scratchBytes() <= maxPooledScratch {
+		canonicalizers.Put(c)
+	}
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(buf)
 	var hex [2 * sha256.Size]byte
 	const digits = "0123456789abcdef"
-	for i, c := range sum {
-		hex[2*i], hex[2*i+1] = digits[c>>4], digits[c&15]
+	for i, b := range sum {
+		hex[2*i], hex[2*i+1] = digits[b>>4], digits[b&15]
 	}
 	return Key(hex[:]), nil
 }
