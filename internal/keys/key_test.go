@@ -167,3 +167,19 @@ func TestSetKeepsSlimRecord(t *testing.T) {
 		t.Fatalf("kept %+v, want %+v", *got, bare)
 	}
 }
+
+// TestSetLookupFarExpiry: a key that expires past 2262, where a time no
+// longer fits in int64 nanoseconds (9999-12-31 is a common "never"), is
+// valid, not expired in 1816; so is its rotated-out secret's end.
+func TestSetLookupFarExpiry(t *testing.T) {
+	never := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	k := Key{ID: "k", Name: "k", Digest: Digest("s-far"), ExpiresAt: &never,
+		Previous: Digest("s-far-old"), HasPrevious: true, PreviousExpiresAt: &never}
+	s := NewSet([]Key{k}, func(k *Key) any { return k.ID })
+	for _, secret := range []string{"s-far", "s-far-old"} {
+		d := Digest(secret)
+		if st := s.Lookup(&d, time.Now()).Status; st != Valid {
+			t.Errorf("%s with expires_at %v: %v, want valid", secret, never, st)
+		}
+	}
+}

@@ -105,11 +105,24 @@ func (a *arena) freeze() { a.s, a.b = string(a.b), nil }
 func (a *arena) at(off uint32, n uint16) string { return a.s[off : off+uint32(n)] }
 
 func nanos(t *time.Time) int64 {
-	if t == nil {
+	switch {
+	case t == nil:
 		return 0
+	case t.After(maxNanosTime):
+		// UnixNano wraps past 2262: a key that expires in 9999 (a
+		// common "never") would read as expired in 1816.
+		return math.MaxInt64
+	case t.Before(minNanosTime):
+		return math.MinInt64
 	}
 	return t.UnixNano()
 }
+
+// maxNanosTime and minNanosTime bound the times nanos can hold.
+var (
+	maxNanosTime = time.Unix(0, math.MaxInt64)
+	minNanosTime = time.Unix(0, math.MinInt64)
+)
 
 func timeOf(ns int64) *time.Time {
 	if ns == 0 {

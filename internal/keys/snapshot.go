@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/llmgw/gateway/internal/jsontext"
 )
 
 // SnapshotFile is the snapshot's name in GATEWAY_SPOOL_DIR. The report
@@ -111,20 +113,20 @@ func encodeSnapshot(w io.Writer, s *Set) error {
 // appendSnapKey appends r as a snapKey's JSON.
 func (s *Set) appendSnapKey(b []byte, r *rec, d digestPair) []byte {
 	b = append(b, `{"id":`...)
-	b = appendJSONString(b, s.arena.at(r.idOff, r.idLen))
+	b = jsontext.AppendString(b, s.arena.at(r.idOff, r.idLen))
 	b = append(b, `,"name":`...)
-	b = appendJSONString(b, s.arena.at(r.nameOff, r.nameLen))
+	b = jsontext.AppendString(b, s.arena.at(r.nameOff, r.nameLen))
 	b = append(b, `,"team":`...)
-	b = appendJSONString(b, s.tab.strs[r.team])
+	b = jsontext.AppendString(b, s.tab.strs[r.team])
 	b = append(b, `,"models":[`...)
 	for j, m := range s.tab.models[r.models] {
 		if j > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, m)
+		b = jsontext.AppendString(b, m)
 	}
 	b = append(b, `],"priority":`...)
-	b = appendJSONString(b, s.tab.strs[r.priority])
+	b = jsontext.AppendString(b, s.tab.strs[r.priority])
 	b = append(b, `,"max_concurrency":`...)
 	b = strconv.AppendInt(b, int64(r.maxConcurrency), 10)
 	b = append(b, `,"requests_per_minute":`...)
@@ -136,7 +138,7 @@ func (s *Set) appendSnapKey(b []byte, r *rec, d digestPair) []byte {
 		b = append(b, `{"usd":`...)
 		b = strconv.AppendFloat(b, r.budgetUSD, 'g', -1, 64)
 		b = append(b, `,"per":`...)
-		b = appendJSONString(b, s.tab.strs[r.per])
+		b = jsontext.AppendString(b, s.tab.strs[r.per])
 		b = append(b, '}')
 	} else {
 		b = append(b, "null"...)
@@ -153,19 +155,6 @@ func (s *Set) appendSnapKey(b []byte, r *rec, d digestPair) []byte {
 		b = hex.AppendEncode(b, d.prev[:])
 	}
 	return append(b, `"}`...)
-}
-
-// appendJSONString appends v quoted: as it is when it is plain printable
-// ASCII (ids, names and teams nearly always are), else as encoding/json
-// quotes it.
-func appendJSONString(b []byte, v string) []byte {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			q, _ := json.Marshal(v) // a string always marshals
-			return append(b, q...)
-		}
-	}
-	return append(append(append(b, '"'), v...), '"')
 }
 
 // appendJSONTime appends the time ns (Unix ns) as encoding/json writes a
