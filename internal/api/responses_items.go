@@ -3,9 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"time"
 
 	"github.com/llmgw/gateway/internal/cache"
@@ -33,18 +30,8 @@ const itemsTTL = time.Hour
 // answer's (those hash a route, a scope, a model and a body).
 const itemsNamespace = "llmgw responses output item v1"
 
-// itemKey is the store key of the item id made for scope: SHA-256 over the
-// namespace, the scope and the id, each length-prefixed.
-func itemKey(scope, id string) cache.Key {
-	h := sha256.New()
-	for _, s := range []string{itemsNamespace, scope, id} {
-		var n [4]byte
-		binary.BigEndian.PutUint32(n[:], uint32(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	return cache.Key(hex.EncodeToString(h.Sum(nil)))
-}
+// itemKey is the store key of the item id made for scope.
+func itemKey(scope, id string) cache.Key { return cache.PartsKey(itemsNamespace, scope, id) }
 
 // itemsScope is the identity kept items are scoped to: the client, as the
 // response cache's client scope names it (a configured client's name, a
@@ -106,12 +93,16 @@ func (s *Server) keepItems(ctx context.Context, scope string, items []responsesc
 	if len(items) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	st := s.cacheStore()
+	ctx = context.WithoutCancel(ctx)
+	sctx, cancel := s.storeContext(ctx)
 	defer cancel()
 	now := time.Now()
-	st := s.cacheStore()
 	for _, it := range items {
-		if st.Set(ctx, itemKey(scope, it.ID), cache.Entry{Body: it.JSON, Stored: now, Expires: now.Add(itemsTTL)}) != nil {
+		if err := st.Set(sctx, itemKey(scope, it.ID), cache.Entry{Body: it.JSON, Stored: now, Expires: now.Add(itemsTTL)}); err != nil {
+			// Counted as any store failure is: the items not kept are
+			// refused when referenced, and the count says why.
+			s.cacheStoreFailed(ctx, "set", err)
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 )
 
@@ -29,33 +30,40 @@ var ErrNotObject = errors.New("cache: request body is not a JSON object")
 func NewKey(id Identity, body []byte) (Key, error) {
 	// Length-prefixed parts: no identity can be made to collide with
 	// another by moving bytes between its fields. They and the canonical
-	// body are hashed in one buffer, a pooled canonicalizer's, so a key
-	// costs one allocation: the key itself.
-	c := canonicalizers.Get().(*canonicalizer)
-	buf := c.hashed[:0]
+	// body are hashed in one buffer, so a key costs two allocations: the
+	// buffer and the key itself.
+	buf := make([]byte, 0, 12+len(id.Route)+len(id.Scope)+len(id.Model)+len(body))
 	for _, s := range []string{id.Route, id.Scope, id.Model} {
-		buf = append(buf, byte(len(s)>>24), byte(len(s)>>16), byte(len(s)>>8), byte(len(s)))
-		buf = append(buf, s...)
+		buf = appendPart(buf, s)
 	}
-	c.in, c.i, c.level = body, 0, 0
-	out, err := c.appendCanonical(buf)
-	c.in = nil
-	var sum [sha256.Size]byte
-	if err == nil {
-		sum = sha256.Sum256(out)
-		buf = out
-	}
-	c.hashed = buf[:0]
-	if c.scratchBytes() <= maxPooledScratch {
-		canonicalizers.Put(c)
-	}
+	buf, err := appendCanonical(buf, body)
 	if err != nil {
 		return "", err
 	}
-	var hex [2 * sha256.Size]byte
-	const digits = "0123456789abcdef"
-	for i, b := range sum {
-		hex[2*i], hex[2*i+1] = digits[b>>4], digits[b&15]
+	return hexKey(sha256.Sum256(buf)), nil
+}
+
+// PartsKey is the Key of parts alone, each length-prefixed, for what the
+// store keeps besides answers (Responses output items): its first part
+// names the kind, which no client route's name equals, so it cannot be an
+// answer's key.
+func PartsKey(parts ...string) Key {
+	var buf []byte
+	for _, s := range parts {
+		buf = appendPart(buf, s)
 	}
-	return Key(hex[:]), nil
+	return hexKey(sha256.Sum256(buf))
+}
+
+// appendPart appends s after its length, 4 bytes big-endian.
+func appendPart(buf []byte, s string) []byte {
+	buf = append(buf, byte(len(s)>>24), byte(len(s)>>16), byte(len(s)>>8), byte(len(s)))
+	return append(buf, s...)
+}
+
+// hexKey is sum as lower-case hex.
+func hexKey(sum [sha256.Size]byte) Key {
+	var b [2 * sha256.Size]byte
+	hex.Encode(b[:], sum[:])
+	return Key(b[:])
 }
