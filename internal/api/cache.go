@@ -35,10 +35,6 @@ const (
 	headerCacheTTL = "X-Gateway-Cache-Ttl"
 )
 
-// cacheMissValue is every miss's x-gateway-cache value, shared: a header
-// value is replaced, never appended to in place (its capacity is 1).
-var cacheMissValue = []string{"miss"}
-
 // responseCache is the server's cache: its store and its flights. Created
 // once, on the first request of a cached route, so a gateway without one
 // holds nothing.
@@ -134,7 +130,7 @@ func (s *Server) cacheLookup(rj rejecter, cc *routes.CacheConfig, chat *upstream
 		return nil, true
 	}
 	cs.flight = lead // nil: the leader had nothing; this one tries itself
-	w.Header()[headerCache] = cacheMissValue
+	w.Header().Set(headerCache, "miss")
 	return cs, false
 }
 
@@ -225,7 +221,9 @@ func (s *Server) cacheFinish(ctx context.Context, cs *cacheState, out *candidate
 	if ok {
 		now := time.Now()
 		e = cache.Entry{Body: body, Stored: now, Expires: now.Add(cs.ttl), CostUSD: out.Cost, HasCost: out.HasCost}
-		s.cacheSet(ctx, cs.key, e)
+		// The answer is complete: a client that leaves now must not cut
+		// its storing short.
+		s.cacheSet(context.WithoutCancel(ctx), cs.key, e)
 	}
 	if cs.flight != nil {
 		cs.flight.Done(e, ok)
@@ -237,11 +235,6 @@ func (s *Server) cacheFinish(ctx context.Context, cs *cacheState, out *candidate
 // one: it never blocks); a failure is counted, never answered.
 func (s *Server) cacheSet(ctx context.Context, k cache.Key, e cache.Entry) {
 	store := s.cacheStore()
-	if !s.cache.inProcess {
-		// The answer is complete: a client that leaves now must not
-		// cut its storing short. (The in-process store ignores ctx.)
-		ctx = context.WithoutCancel(ctx)
-	}
 	sctx, cancel := s.storeContext(ctx)
 	defer cancel()
 	if err := store.Set(sctx, k, e); err != nil {

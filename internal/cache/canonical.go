@@ -42,7 +42,7 @@ var canonicalizers = sync.Pool{New: func() any { return new(canonicalizer) }}
 const maxPooledScratch = 64 << 10
 
 func (c *canonicalizer) scratchBytes() int {
-	n := cap(c.scratch)*int(unsafe.Sizeof(objectScratch{})) + cap(c.hashed)
+	n := cap(c.scratch) * int(unsafe.Sizeof(objectScratch{}))
 	for _, s := range c.scratch {
 		n += cap(s.vals) + cap(s.ms)*int(unsafe.Sizeof(member{}))
 	}
@@ -78,9 +78,6 @@ type canonicalizer struct {
 	// canonicalizer, see NewKey).
 	scratch []objectScratch
 	level   int
-	// hashed is NewKey's buffer (identity and canonical body), reused
-	// from key to key.
-	hashed []byte
 }
 
 type objectScratch struct {

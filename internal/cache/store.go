@@ -77,8 +77,9 @@ func NewMemory(maxBytes int64, now func() time.Time) *Memory {
 			return uint32(len(k) + len(e.Body) + entryOverhead)
 		},
 		// Maintenance (draining otter's buffers, evicting past the bound)
-		// runs on the goroutine of the Set or Get that needs it, after
-		// that request's answer was written. The default executor starts
+		// runs on the goroutine of the Set or Get that needs it: a miss's
+		// Set comes after its answer was written, but a Get (a lookup,
+		// before a hit is served) may run a pass too. The default executor starts
 		// a goroutine per pass, nearly one per Set with distinct keys:
 		// with the wake-ups of idle threads it brought, that was most of
 		// what a miss cost over an uncached request in the cache phase.
