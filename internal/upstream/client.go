@@ -70,18 +70,16 @@ func NewClient(opts ClientOptions) *Client {
 		// fault (the answer fails over as a protocol error), not
 		// something to hold per attempt and relay.
 		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
-		// Every open upstream connection keeps both buffers for its whole
+		// Every open upstream connection keeps its buffers for its whole
 		// life, so with 2,000 open streams each KiB here is 2 MiB of heap.
-		// The write buffer holds the request line and headers and the
-		// start of the body: bufio hands the rest of a longer body to the
-		// connection in one write once the buffer has been flushed, so a
-		// smaller one costs at most one more write per request. The read
-		// buffer holds the response headers and the stream's bytes as they
-		// arrive (events are a few hundred bytes); a read larger than it
-		// bypasses it. net/http's 4 KiB each cost 8 KiB per connection;
-		// 32 KiB ones had been 64 KiB, most of the heap with 2,000 streams.
-		WriteBufferSize: 1 << 10,
-		ReadBufferSize:  2 << 10,
+		// The read buffer holds the response headers and the stream's bytes
+		// as they arrive (events are a few hundred bytes; a larger read
+		// bypasses it): 2 KiB, not net/http's 4. The write buffer stays at
+		// 4 KiB: a request that outgrows it (headers and body) has the rest
+		// of its body copied through a fresh buffer of up to 32 KiB and sent
+		// in a second write (a second TLS record), and request bodies of a
+		// few KiB are common. 32 KiB buffers had cost 64 KiB a connection.
+		ReadBufferSize: 2 << 10,
 	}
 	return c
 }
